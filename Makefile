@@ -1,0 +1,45 @@
+# The two commands every newcomer needs: `make run` and `make test`.
+# Each target creates .venv with the machine's python3 and installs requirements.txt
+# when the venv is missing or older than requirements.txt; nothing is installed by hand.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.requirements.stamp
+
+# Tests use real PostgreSQL and Redis; these defaults match the services on a dev machine.
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/haptic
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+
+.PHONY: run test lint format bench soak venv clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt
+	@test -x $(PY) || { echo ">> creating $(VENV) with $$($(PYTHON) --version)"; $(PYTHON) -m venv $(VENV); }
+	@echo ">> installing requirements.txt into $(VENV) (first time takes a minute)"
+	@$(PY) -m pip install --disable-pip-version-check -q --upgrade pip
+	@$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	@touch $(STAMP)
+
+run: $(STAMP)
+	@$(PY) -m haptic_site.run
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+test: lint
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
+		$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
+		$(PY) -m bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) var .pytest_cache

@@ -1,0 +1,1 @@
+"""Checkpoints: the Django mirror of checkpoints, intents, receipts, terms and events."""

@@ -1,0 +1,1 @@
+"""Models of the mirrored history (filled in by the Django site issue)."""

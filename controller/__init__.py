@@ -1,0 +1,1 @@
+"""The controller: elector, watch caches, render, deploy, publish, recover (Celery workers)."""
