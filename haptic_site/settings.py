@@ -106,6 +106,9 @@ SESSION_COOKIE_SECURE = env_bool("HAPTIC_SECURE_COOKIES", not DEBUG and env_bool
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_SSL_REDIRECT = env_bool("HAPTIC_SSL_REDIRECT", False)
 SECURE_HSTS_SECONDS = int(os.environ.get("HAPTIC_HSTS_SECONDS", "0"))
+# Subdomains and preload are the operator's decision about the whole domain (see README).
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("HAPTIC_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("HAPTIC_HSTS_PRELOAD", False)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("HAPTIC_TLS") else None
 X_FRAME_OPTIONS = "DENY"
 

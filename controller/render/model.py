@@ -1,0 +1,93 @@
+"""Inputs and outputs of a render: frozen dataclasses, no behaviour beyond small accessors."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+FILE_KINDS = ("config", "map", "general", "certificate", "crt-list")
+
+
+class RenderError(Exception):
+    """A render that cannot produce output: bad template, failed library, bad configuration.
+
+    `template` names the template (library path or `spec.<field>` of the template config) and
+    `line` the template line when known, so the message on /healthz points at the fault.
+    """
+
+    def __init__(self, message: str, template: str | None = None, line: int | None = None):
+        self.message = message
+        self.template = template
+        self.line = line
+        where = ""
+        if template:
+            where = f"template {template}" + (f" line {line}" if line else "") + ": "
+        super().__init__(where + message)
+
+
+@dataclass(frozen=True)
+class RenderInput:
+    """Everything a render reads: the HAProxyTemplateConfig and the watched objects.
+
+    Objects are plain dicts as the Kubernetes API returns them (camelCase). Order does not
+    matter: the render sorts everything. `resources` holds custom watched resources by their
+    name in spec.watchedResources, `http_resources` the fetched bodies by name.
+    """
+
+    template_config: Mapping[str, Any]
+    ingresses: Sequence[Mapping[str, Any]] = ()
+    services: Sequence[Mapping[str, Any]] = ()
+    endpointslices: Sequence[Mapping[str, Any]] = ()
+    secrets: Sequence[Mapping[str, Any]] = ()
+    pods: Sequence[Mapping[str, Any]] = ()
+    resources: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    http_resources: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RenderedFile:
+    """One file of the config tree; `path` is relative to the tree (haproxy.cfg at the root)."""
+
+    path: str
+    kind: str
+    content: bytes
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.content).hexdigest()
+
+    @property
+    def size(self) -> int:
+        return len(self.content)
+
+
+@dataclass(frozen=True)
+class RenderOutput:
+    """The complete file set plus the identities the deployer and agents agree on.
+
+    `plan` is the canonical plan (JSON-able dict): backends -> server slots, map entries per
+    map file, file digests and the structure digest. `plan_id` is the hex sha256 of its
+    canonical JSON, `checksum` covers every byte of every file.
+    """
+
+    files: tuple[RenderedFile, ...]
+    plan: Mapping[str, Any]
+    plan_id: str
+    checksum: str
+    structure_digest: str
+    warnings: tuple[str, ...] = ()
+
+    def file(self, path: str) -> RenderedFile:
+        for f in self.files:
+            if f.path == path:
+                return f
+        raise KeyError(path)
+
+    @property
+    def config(self) -> bytes:
+        return self.file("haproxy.cfg").content
+
+    def paths(self) -> list[str]:
+        return [f.path for f in self.files]

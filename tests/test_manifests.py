@@ -1,0 +1,167 @@
+"""Every manifest under deploy/ parses, names only kinds that exist, and images copy real files."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from tests.conftest import REPO_ROOT
+
+DEPLOY = REPO_ROOT / "deploy"
+
+BUILTIN_KINDS = {
+    ("v1", "Namespace"),
+    ("v1", "ServiceAccount"),
+    ("v1", "Service"),
+    ("v1", "Secret"),
+    ("v1", "ConfigMap"),
+    ("apps/v1", "Deployment"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+}
+
+# Resources an RBAC rule may name, by API group.
+KNOWN_RESOURCES = {
+    "": {
+        "pods",
+        "pods/status",
+        "pods/log",
+        "services",
+        "secrets",
+        "configmaps",
+        "events",
+        "namespaces",
+    },
+    "coordination.k8s.io": {"leases"},
+    "networking.k8s.io": {"ingresses"},
+    "discovery.k8s.io": {"endpointslices"},
+    "apps": {"deployments", "deployments/status"},
+}
+
+
+def _documents(path: Path) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def _all_manifests() -> list[tuple[Path, dict]]:
+    return [(p, d) for p in sorted(DEPLOY.rglob("*.yaml")) for d in _documents(p)]
+
+
+def _crds() -> list[dict]:
+    return [d for p in sorted((DEPLOY / "crds").glob("*.yaml")) for d in _documents(p)]
+
+
+def _crd_kinds() -> set[tuple[str, str]]:
+    kinds = set()
+    for crd in _crds():
+        for version in crd["spec"]["versions"]:
+            kinds.add((f"{crd['spec']['group']}/{version['name']}", crd["spec"]["names"]["kind"]))
+    return kinds
+
+
+def test_every_manifest_parses_and_names_a_known_kind() -> None:
+    manifests = _all_manifests()
+    assert len(manifests) >= 15
+    known = BUILTIN_KINDS | _crd_kinds()
+    for path, doc in manifests:
+        assert (doc.get("apiVersion"), doc.get("kind")) in known, f"{path}: unknown kind"
+        assert doc.get("metadata", {}).get("name"), f"{path}: object without a name"
+
+
+def test_crds_are_structural_with_status_subresource_short_names_and_columns() -> None:
+    crds = _crds()
+    assert {c["spec"]["names"]["kind"] for c in crds} == {
+        "HAProxyTemplateConfig",
+        "HAProxyCfg",
+        "HAProxyMapFile",
+        "HAProxyGeneralFile",
+        "HAProxyCRTListFile",
+    }
+    for crd in crds:
+        assert crd["spec"]["group"] == "haproxy-haptic.org"
+        assert crd["spec"]["names"]["shortNames"]
+        for version in crd["spec"]["versions"]:
+            assert version["name"] == "v1alpha1"
+            assert version["subresources"] == {"status": {}}
+            assert version["additionalPrinterColumns"]
+            schema = version["schema"]["openAPIV3Schema"]
+            assert schema["type"] == "object"
+            assert {"spec", "status"} <= set(schema["properties"])
+            jsonschema.Draft7Validator.check_schema(_as_json_schema(schema))
+
+
+def _as_json_schema(schema: object) -> object:
+    """openAPIV3Schema without the Kubernetes extensions, as plain JSON Schema."""
+    if isinstance(schema, dict):
+        return {
+            k: _as_json_schema(v)
+            for k, v in schema.items()
+            if not k.startswith("x-kubernetes-") and k != "default"
+        }
+    if isinstance(schema, list):
+        return [_as_json_schema(v) for v in schema]
+    return schema
+
+
+def test_sample_template_config_validates_against_its_crd() -> None:
+    crd = next(c for c in _crds() if c["spec"]["names"]["kind"] == "HAProxyTemplateConfig")
+    schema = _as_json_schema(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    (sample,) = _documents(DEPLOY / "template-config.yaml")
+    jsonschema.validate(sample, schema)
+    broken = dict(sample, spec={"agent": {"port": "not-a-number"}})
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)
+
+
+def test_rbac_names_only_known_resources_and_the_seeds_lease_verbs() -> None:
+    crd_resources = {c["spec"]["names"]["plural"] for c in _crds()}
+    known = dict(KNOWN_RESOURCES)
+    known["haproxy-haptic.org"] = crd_resources | {f"{r}/status" for r in crd_resources}
+    roles = [(p, d) for p, d in _all_manifests() if d["kind"] in {"Role", "ClusterRole"}]
+    assert roles
+    for path, role in roles:
+        for rule in role["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    assert resource in known[group], f"{path}: unknown {group}/{resource}"
+    controller = next(d for _, d in roles if d["metadata"]["name"] == "haptic-controller")
+    lease_rule = next(r for r in controller["rules"] if "leases" in r["resources"])
+    assert sorted(lease_rule["verbs"]) == ["create", "get", "update"]
+    # pods/status patch is granted only by the readiness-gate manifest (ADR-0034).
+    for path, role in roles:
+        grants_status = any("pods/status" in r["resources"] for r in role["rules"])
+        assert grants_status == (path.name == "rbac-readiness-gate.yaml"), path
+
+
+def test_bindings_reference_roles_and_service_accounts_that_exist() -> None:
+    manifests = [d for _, d in _all_manifests()]
+    names = {(d["kind"], d["metadata"]["name"]) for d in manifests}
+    for doc in manifests:
+        if doc["kind"] in {"RoleBinding", "ClusterRoleBinding"}:
+            assert (doc["roleRef"]["kind"], doc["roleRef"]["name"]) in names
+            for subject in doc["subjects"]:
+                assert ("ServiceAccount", subject["name"]) in names
+
+
+@pytest.mark.parametrize("containerfile", sorted((DEPLOY / "images").glob("*.Containerfile")))
+def test_every_file_an_image_copies_exists(containerfile: Path) -> None:
+    text = containerfile.read_text()
+    copies = re.findall(r"^COPY\s+(\S+)\s+\S+$", text, flags=re.MULTILINE)
+    assert copies, f"{containerfile.name} copies nothing"
+    for source in copies:
+        assert (REPO_ROOT / source).exists(), f"{containerfile.name}: {source} does not exist"
+    # Installs only from requirements.txt.
+    installs = re.findall(r"pip install[^\n]*", text)
+    assert installs and all("-r requirements.txt" in line for line in installs)
+
+
+def test_images_exist_for_controller_web_and_haproxy() -> None:
+    names = {p.name for p in (DEPLOY / "images").glob("*.Containerfile")}
+    assert names == {"controller.Containerfile", "web.Containerfile", "haproxy.Containerfile"}
