@@ -1,0 +1,165 @@
+"""The parallel deployer: every HAProxy pod gets the output through its agent at once.
+
+Each pod is diffed against the state its agent reports; the apply carries the term's
+fencing token (holder, epoch, sequence) so agents refuse a deposed term. Results come back
+as pod outcomes with the receipt each acknowledgement proves.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from agents.client import AgentClient, AgentConflict, AgentError, AgentRejected, AgentState
+from controller.deploy.diff import Apply, Skip, decide_pod, manifest
+from controller.render import RenderOutput
+from controller.retained.fleet import PodReport
+from controller.retained.receipts import PodReceipt, acknowledgement
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HAProxyPod:
+    name: str
+    uid: str
+    ip: str
+
+
+@dataclass(frozen=True)
+class PodOutcome:
+    pod: HAProxyPod
+    action: str  # skipped | runtime | reload | reload_scheduled | noop | refused | failed
+    state: AgentState | None
+    error: str | None = None
+    reason: str | None = None  # the agent's machine-readable refusal reason
+
+    @property
+    def report(self) -> PodReport | None:
+        if self.state is None:
+            return None
+        # The state an apply returns was read after the agent proved uptake.
+        return PodReport.from_agent_state(self.pod.name, self.pod.uid, self.state.raw, True)
+
+    def receipt(self, output: RenderOutput) -> PodReceipt | None:
+        report = self.report
+        return acknowledgement(report, output.plan_id, output.checksum) if report else None
+
+
+class AgentPool:
+    """One reusable client per agent address (connection reuse across deployments)."""
+
+    def __init__(self, port: int, token: Callable[[], str], scheme: str = "http") -> None:
+        self.port = port
+        self.scheme = scheme
+        self._token = token
+        self._clients: dict[str, AgentClient] = {}
+        self._lock = threading.Lock()
+
+    def client(self, pod: HAProxyPod) -> AgentClient:
+        url = f"{self.scheme}://{pod.ip}:{self.port}"
+        with self._lock:
+            existing = self._clients.get(url)
+            if existing is None:
+                existing = AgentClient(url, self._token(), timeout=5.0, apply_timeout=30.0)
+                self._clients[url] = existing
+            return existing
+
+    def forget(self, keep: Iterable[HAProxyPod]) -> None:
+        urls = {f"{self.scheme}://{p.ip}:{self.port}" for p in keep}
+        with self._lock:
+            for url in list(self._clients):
+                if url not in urls:
+                    self._clients.pop(url).close()
+
+    def close(self) -> None:
+        with self._lock:
+            for c in self._clients.values():
+                c.close()
+            self._clients.clear()
+
+
+class Deployer:
+    def __init__(self, pool: AgentPool, max_parallel: int = 16) -> None:
+        self.pool = pool
+        self._executor = ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="deploy")
+        self._sequence = itertools.count(1)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def deploy(
+        self,
+        output: RenderOutput,
+        pods: Sequence[HAProxyPod],
+        holder: str,
+        epoch: int,
+        known_plans: Mapping[str, Mapping[str, Any]],
+        verify: bool = False,
+    ) -> list[PodOutcome]:
+        """Apply to every pod in parallel; `verify` re-hashes each pod's files first (drift
+        prevention), so a drifted pod reports a violation and gets a full apply."""
+        sequence = next(self._sequence)
+        futures = [
+            self._executor.submit(
+                self._deploy_pod, pod, output, holder, epoch, sequence, known_plans, verify
+            )
+            for pod in pods
+        ]
+        return [f.result() for f in futures]
+
+    def _deploy_pod(
+        self,
+        pod: HAProxyPod,
+        output: RenderOutput,
+        holder: str,
+        epoch: int,
+        sequence: int,
+        known_plans: Mapping[str, Mapping[str, Any]],
+        verify: bool,
+    ) -> PodOutcome:
+        client = self.pool.client(pod)
+        try:
+            state = client.state(verify=verify)
+        except AgentError as exc:
+            return PodOutcome(pod, "failed", None, error=str(exc))
+        decision = decide_pod(
+            state.applied_plan_id,
+            state.applied_checksum,
+            state.invariant_violation,
+            output,
+            known_plans,
+        )
+        if isinstance(decision, Skip):
+            return PodOutcome(pod, "skipped", state)
+        assert isinstance(decision, Apply)
+        body = manifest(output, decision, holder, epoch, sequence)
+        try:
+            result = client.apply(body)
+        except AgentConflict as exc:
+            return PodOutcome(pod, "refused", state, error=str(exc), reason=exc.reason)
+        except AgentRejected as exc:
+            return PodOutcome(pod, "failed", state, error=exc.error_text or str(exc))
+        except AgentError as exc:
+            return PodOutcome(pod, "failed", state, error=str(exc))
+        log.info("pod %s: %s (%s)", pod.name, result.result, decision.reason)
+        return PodOutcome(pod, result.result, result.state)
+
+    def read_states(self, pods: Sequence[HAProxyPod], verify: bool) -> list[PodReport]:
+        """Every pod's state in parallel; an unreachable agent is reported as such."""
+
+        def read(pod: HAProxyPod) -> PodReport:
+            try:
+                state = self.pool.client(pod).state(verify=verify)
+            except AgentError:
+                return PodReport.unreachable(pod.name, pod.uid)
+            check = state.verification or {}
+            verified = verify and bool(check.get("files_ok")) and bool(check.get("worker_ok"))
+            return PodReport.from_agent_state(pod.name, pod.uid, state.raw, verified)
+
+        return list(self._executor.map(read, pods))

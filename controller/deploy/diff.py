@@ -1,0 +1,73 @@
+"""Per-pod deployment decision: diff a pod against what its agent reports (pure).
+
+A pod already running the output is skipped: a leader change alone reloads nothing. When the
+pod's current plan is known, the runtime operations between the two plans let the agent
+apply without a reload (its structure digest check has the final word). When it is not
+known, the agent is asked to reload rather than guess the running state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from controller.render import RenderOutput, runtime_operations
+
+
+@dataclass(frozen=True)
+class Skip:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Apply:
+    mode: str  # auto | reload
+    runtime_operations: tuple[dict[str, Any], ...]
+    expected_previous_plan_id: str | None
+    reason: str
+
+
+def decide_pod(
+    applied_plan_id: str | None,
+    applied_checksum: str | None,
+    invariant_violation: str | None,
+    output: RenderOutput,
+    known_plans: Mapping[str, Mapping[str, Any]],
+) -> Skip | Apply:
+    if (
+        applied_plan_id == output.plan_id
+        and applied_checksum == output.checksum
+        and not invariant_violation
+    ):
+        return Skip("pod already runs this plan")
+    if applied_plan_id is None:
+        return Apply("auto", (), None, "bootstrap pod")
+    old_plan = known_plans.get(applied_plan_id)
+    if invariant_violation or old_plan is None:
+        why = "invariant violation" if invariant_violation else "pod's current plan unknown"
+        return Apply("reload", (), applied_plan_id, why)
+    ops = runtime_operations(old_plan, output.plan)
+    if ops is None:
+        return Apply("auto", (), applied_plan_id, "structure changed: reload")
+    return Apply("auto", tuple(ops), applied_plan_id, f"{len(ops)} runtime operations")
+
+
+def manifest(
+    output: RenderOutput,
+    decision: Apply,
+    holder: str,
+    epoch: int,
+    sequence: int,
+) -> dict[str, Any]:
+    """The agent apply manifest (docs/contracts.md)."""
+    return {
+        "plan_id": output.plan_id,
+        "checksum": output.checksum,
+        "structure_digest": output.structure_digest,
+        "token": {"holder": holder, "epoch": epoch, "sequence": sequence},
+        "expected_previous_plan_id": decision.expected_previous_plan_id,
+        "mode": decision.mode,
+        "files": output.manifest_files(),
+        "runtime_operations": list(decision.runtime_operations),
+    }

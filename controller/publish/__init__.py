@@ -1,0 +1,1 @@
+"""Publication: the ordinary HAProxyCfg with its children and pod receipts, and checkpoints."""

@@ -1,0 +1,135 @@
+"""Small helpers over the kubernetes client for haproxy-haptic.org objects (bounded calls)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from controller.retained.checkpoint import GROUP, VERSION
+
+
+class Objects:
+    """Namespaced custom objects and Secrets as plain dicts, every call with a timeout."""
+
+    def __init__(self, api_client: client.ApiClient, namespace: str, timeout: float = 5.0):
+        self.custom = client.CustomObjectsApi(api_client)
+        self.core = client.CoreV1Api(api_client)
+        self.serialize = api_client.sanitize_for_serialization
+        self.namespace = namespace
+        self.timeout = timeout
+
+    def get(self, plural: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, plural, name, _request_timeout=self.timeout
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, plural: str, label_selector: str) -> list[dict[str, Any]]:
+        result = self.custom.list_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            self.namespace,
+            plural,
+            label_selector=label_selector,
+            _request_timeout=self.timeout,
+        )
+        return list(result.get("items") or [])
+
+    def create(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self.custom.create_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, plural, body, _request_timeout=self.timeout
+        )
+
+    def replace(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self.custom.replace_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            self.namespace,
+            plural,
+            body["metadata"]["name"],
+            body,
+            _request_timeout=self.timeout,
+        )
+
+    def replace_status(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self.custom.replace_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            self.namespace,
+            plural,
+            body["metadata"]["name"],
+            body,
+            _request_timeout=self.timeout,
+        )
+
+    def delete(self, plural: str, name: str, uid: str, resource_version: str) -> bool:
+        """Delete with uid and resourceVersion preconditions; False when they no longer hold."""
+        options = client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version)
+        )
+        try:
+            self.custom.delete_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                self.namespace,
+                plural,
+                name,
+                body=options,
+                _request_timeout=self.timeout,
+            )
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True
+
+    # -- Secrets ----------------------------------------------------------------------
+
+    def get_secret(self, name: str) -> dict[str, Any] | None:
+        try:
+            secret = self.core.read_namespaced_secret(
+                name, self.namespace, _request_timeout=self.timeout
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return self.serialize(secret)
+
+    def list_secrets(self, label_selector: str) -> list[dict[str, Any]]:
+        result = self.core.list_namespaced_secret(
+            self.namespace, label_selector=label_selector, _request_timeout=self.timeout
+        )
+        return [self.serialize(s) for s in result.items]
+
+    def create_secret(self, body: dict[str, Any]) -> dict[str, Any]:
+        created = self.core.create_namespaced_secret(
+            self.namespace, body, _request_timeout=self.timeout
+        )
+        return self.serialize(created)
+
+    def replace_secret(self, body: dict[str, Any]) -> dict[str, Any]:
+        replaced = self.core.replace_namespaced_secret(
+            body["metadata"]["name"], self.namespace, body, _request_timeout=self.timeout
+        )
+        return self.serialize(replaced)
+
+    def delete_secret(self, name: str, uid: str, resource_version: str) -> bool:
+        options = client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version)
+        )
+        try:
+            self.core.delete_namespaced_secret(
+                name, self.namespace, body=options, _request_timeout=self.timeout
+            )
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True

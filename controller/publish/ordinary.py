@@ -1,0 +1,220 @@
+"""Ordinary publication: the rendered output as the HAProxyCfg named after the template, its
+HAProxyMapFile / HAProxyGeneralFile / HAProxyCRTListFile children and certificate Secrets,
+and the per-pod receipts in status.deployedToPods.
+
+Publishing the next output prunes the previous output's children: this is why the ordinary
+publication is no durable receipt and checkpoints are kept apart (ADR-0033).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from controller.publish.kube import Objects
+from controller.render import RenderOutput
+from controller.retained.checkpoint import (
+    API_VERSION,
+    CHILD_KINDS,
+    ROLE_LABEL,
+    TEMPLATE_UID_LABEL,
+    TemplateRef,
+)
+
+CFG_PLURAL = "haproxycfgs"
+PUBLISHED_ROLE = "published"
+COMPRESS_ABOVE = 256 * 1024
+CERT_KEY = "tls.pem"
+
+
+def _slug(path: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", path.lower()).strip("-")[:200]
+
+
+def _content(data: bytes) -> tuple[str, bool]:
+    if len(data) > COMPRESS_ABOVE:
+        return base64.b64encode(gzip.compress(data, mtime=0)).decode("ascii"), True
+    return data.decode("utf-8", errors="replace"), False
+
+
+class OrdinaryPublisher:
+    def __init__(self, objects: Objects, template: TemplateRef) -> None:
+        self.objects = objects
+        self.template = template
+        self.name = template.name
+
+    def _labels(self) -> dict[str, str]:
+        return {ROLE_LABEL: PUBLISHED_ROLE, TEMPLATE_UID_LABEL: self.template.uid}
+
+    def publish_output(self, output: RenderOutput) -> dict[str, Any]:
+        """Write the HAProxyCfg and its children for `output`; prune children it dropped."""
+        cfg = self._ensure_cfg(output)
+        owner = {
+            "apiVersion": API_VERSION,
+            "kind": "HAProxyCfg",
+            "name": self.name,
+            "uid": cfg["metadata"]["uid"],
+            "controller": True,
+        }
+        wanted: dict[str, set[str]] = {p: set() for _, p, _, _ in CHILD_KINDS.values()}
+        wanted_secrets: set[str] = set()
+        for f in output.files:
+            if f.path == "haproxy.cfg":
+                continue
+            name = f"{self.name}-pub-{_slug(f.path)}"
+            if f.kind == "certificate":
+                wanted_secrets.add(name)
+                self._put_secret(name, owner, f.content)
+                continue
+            kind, plural, _, _ = CHILD_KINDS[f.kind]
+            wanted[plural].add(name)
+            content, compressed = _content(f.content)
+            self._put(
+                plural,
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": kind,
+                    "metadata": {
+                        "name": name,
+                        "labels": self._labels(),
+                        "ownerReferences": [owner],
+                    },
+                    "spec": {
+                        "path": f.path,
+                        "content": content,
+                        "compressed": compressed,
+                        "checksum": "sha256:" + f.sha256,
+                    },
+                },
+            )
+        selector = f"{ROLE_LABEL}={PUBLISHED_ROLE},{TEMPLATE_UID_LABEL}={self.template.uid}"
+        for plural, names in wanted.items():
+            for obj in self.objects.list(plural, selector):
+                meta = obj["metadata"]
+                if meta["name"] not in names:
+                    self.objects.delete(plural, meta["name"], meta["uid"], meta["resourceVersion"])
+        for secret in self.objects.list_secrets(selector):
+            meta = secret["metadata"]
+            if meta["name"] not in wanted_secrets:
+                self.objects.delete_secret(meta["name"], meta["uid"], meta["resourceVersion"])
+        return cfg
+
+    def _ensure_cfg(self, output: RenderOutput) -> dict[str, Any]:
+        content, compressed = _content(output.config)
+        refs: dict[str, list[dict[str, str]]] = {v[2]: [] for v in CHILD_KINDS.values()}
+        refs["certificates"] = []
+        for f in output.files:
+            if f.path == "haproxy.cfg":
+                continue
+            name = f"{self.name}-pub-{_slug(f.path)}"
+            if f.kind == "certificate":
+                refs["certificates"].append(
+                    {
+                        "secretName": name,
+                        "key": CERT_KEY,
+                        "path": f.path,
+                        "checksum": "sha256:" + f.sha256,
+                    }
+                )
+            else:
+                refs[CHILD_KINDS[f.kind][2]].append(
+                    {"name": name, "path": f.path, "checksum": "sha256:" + f.sha256}
+                )
+        spec = {
+            "path": "haproxy.cfg",
+            "content": content,
+            "compressed": compressed,
+            "checksum": output.checksum,
+            "planID": output.plan_id,
+            "templateUID": self.template.uid,
+            "auxiliaryFiles": refs,
+        }
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": "HAProxyCfg",
+            "metadata": {
+                "name": self.name,
+                "labels": self._labels(),
+                "ownerReferences": [self.template.owner_reference()],
+            },
+            "spec": spec,
+        }
+        return self._put(CFG_PLURAL, body)
+
+    def _put(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
+        for _ in range(5):
+            existing = self.objects.get(plural, body["metadata"]["name"])
+            if existing is None:
+                try:
+                    return self.objects.create(plural, body)
+                except ApiException as exc:
+                    if exc.status == 409:
+                        continue
+                    raise
+            if existing.get("spec") == body["spec"]:
+                return existing
+            updated = dict(existing)
+            updated["spec"] = body["spec"]
+            try:
+                return self.objects.replace(plural, updated)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+        raise RuntimeError(f"could not write {plural}/{body['metadata']['name']}")
+
+    def _put_secret(self, name: str, owner: dict[str, Any], content: bytes) -> None:
+        data = {CERT_KEY: base64.b64encode(content).decode("ascii")}
+        existing = self.objects.get_secret(name)
+        if existing is None:
+            self.objects.create_secret(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "type": "Opaque",
+                    "metadata": {
+                        "name": name,
+                        "labels": self._labels(),
+                        "ownerReferences": [owner],
+                    },
+                    "data": data,
+                }
+            )
+        elif existing.get("data") != data:
+            existing["data"] = data
+            self.objects.replace_secret(existing)
+
+    def publish_receipts(
+        self, entries: Mapping[str, Mapping[str, Any]], present_pods: Iterable[str] | None = None
+    ) -> None:
+        """Merge per-pod entries into status.deployedToPods (each pod's entry its own).
+
+        `present_pods`, when given, drops entries of pods that left the fleet (discovery
+        cleanup); checkpoint receipts are untouched by this.
+        """
+        present = set(present_pods) if present_pods is not None else None
+        for _ in range(5):
+            cfg = self.objects.get(CFG_PLURAL, self.name)
+            if cfg is None:
+                return
+            status = dict(cfg.get("status") or {})
+            current = {e["podName"]: e for e in status.get("deployedToPods") or []}
+            current.update({name: dict(entry, podName=name) for name, entry in entries.items()})
+            if present is not None:
+                current = {n: e for n, e in current.items() if n in present}
+            merged = [current[n] for n in sorted(current)]
+            if merged == (status.get("deployedToPods") or []):
+                return
+            status["deployedToPods"] = merged
+            cfg["status"] = status
+            try:
+                self.objects.replace_status(CFG_PLURAL, cfg)
+                return
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+        raise RuntimeError("receipts lost the compare-and-swap race repeatedly")

@@ -1,0 +1,163 @@
+"""Recovery from a retained checkpoint after a render failure (ADR-0033, the I/O side).
+
+Reads the fleet through `GET /v1/state?verify=1`, the intent before the leader Lease, the
+pointers and one list per child kind; decodes and verifies every pointed checkpoint; lets the
+pure `evaluate_recovery` decide; re-reads the pointers to reject a snapshot that changed;
+validates the recovered output with the current HAProxy binary; then applies it only to
+bootstrap pods, re-checking intent and fleet right before each apply. Configured pods get
+nothing. Nothing here repairs, publishes or clears the render error.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from controller.publish.checkpoints import CFG_PLURAL, KIND_PLURALS, pointers_from_status
+from controller.render import RenderOutput, build_plan, checksum, plan_id
+from controller.rendergate import check_output
+from controller.retained.checkpoint import (
+    CHECKPOINT_ROLE,
+    ROLE_LABEL,
+    TEMPLATE_UID_LABEL,
+    decode_checkpoint,
+)
+from controller.retained.selection import RecoveryVerdict, evaluate_recovery
+
+if TYPE_CHECKING:
+    from controller.leader import LeaderPipeline
+
+log = logging.getLogger(__name__)
+
+RETRY_ATTEMPTS = 5
+RETRY_DELAY = 2.0
+
+
+@dataclass(frozen=True)
+class RecoveryEvaluation:
+    verdict: RecoveryVerdict
+    output: RenderOutput | None
+    validation: str  # the current haproxy's verdict text, or why it did not run
+    validated: bool
+
+
+def evaluate(pipeline: LeaderPipeline) -> RecoveryEvaluation:
+    """Collect everything and decide, with no side effect (also the manual review's dry
+    run)."""
+    store, objects, template = pipeline.store, pipeline.objects, pipeline.template
+    intent = store.read_intent()  # the intent before the leader Lease (seed, "Readers")
+    pipeline.check_term()
+    ordinary = objects.get(CFG_PLURAL, template.name)
+    pointers = pointers_from_status(ordinary)
+    selector = f"{TEMPLATE_UID_LABEL}={template.uid}"
+    children = {}
+    for kind, plural in KIND_PLURALS.items():
+        for obj in objects.list(plural, selector):
+            children[(kind, obj["metadata"]["name"])] = obj
+    secrets = {s["metadata"]["name"]: s for s in objects.list_secrets(selector)}
+    configs = {
+        c["metadata"]["name"]: c
+        for c in objects.list(CFG_PLURAL, f"{selector},{ROLE_LABEL}={CHECKPOINT_ROLE}")
+    }
+    decoded = {
+        p.name: decode_checkpoint(template, p, configs.get(p.name), children, secrets)
+        for p in pointers
+    }
+    fleet = pipeline.deployer.read_states(pipeline._targets(), verify=True)
+    verdict = evaluate_recovery(
+        intent, pointers, {n: d.snapshot for n, d in decoded.items()}, fleet
+    )
+    # Re-read the pointers: a snapshot that changed during collection is rejected.
+    if pointers_from_status(objects.get(CFG_PLURAL, template.name)) != pointers:
+        verdict = RecoveryVerdict(
+            False, "checkpoint pointers changed during collection", None, (), verdict.checks
+        )
+    output = None
+    if verdict.checkpoint is not None:
+        files = decoded[verdict.checkpoint.name].files
+        if files:
+            plan = build_plan(list(files))
+            output = RenderOutput(
+                files, plan, plan_id(plan), checksum(files), plan["structure_digest"]
+            )
+    if output is None:
+        return RecoveryEvaluation(verdict, None, "no checkpoint to validate", False)
+    # The current binary decides; an earlier binary's acceptance never substitutes.
+    gate = check_output(output, pipeline.gate.binary, pipeline.gate.timeout)
+    return RecoveryEvaluation(verdict, output, gate.output, gate.accepted)
+
+
+def attempt_recovery(pipeline: LeaderPipeline, render_error: str) -> None:
+    """Evaluate and, when everything holds, dispatch to bootstrap pods; bounded retries in
+    the background for transient failures; a good render cancels them."""
+    thread = threading.Thread(
+        target=_run, args=(pipeline, render_error), name="recovery", daemon=True
+    )
+    thread.start()
+
+
+def _run(pipeline: LeaderPipeline, render_error: str) -> None:
+    from controller.leader import RETAINED_CONFIG_ACTIVE
+
+    for attempt in range(RETRY_ATTEMPTS):
+        if not pipeline._alive() or pipeline.state.last_good is not None:
+            return  # the term ended, or a new render succeeded
+        try:
+            result = evaluate(pipeline)
+        except Exception as exc:
+            log.warning("recovery attempt %d failed to collect: %s", attempt + 1, exc)
+            _sleep(pipeline)
+            continue
+        verdict = result.verdict
+        if not verdict.eligible or result.output is None:
+            if not verdict.targets and "no bootstrap pod" in verdict.reason and len(
+                [c for c in verdict.checks if not c.passed]
+            ) == 1:
+                return  # nothing to recover: every pod is configured and agrees
+            pipeline._notice("Warning", "RetainedConfigUnavailable", verdict.reason)
+            _sleep(pipeline)
+            continue
+        if not result.validated:
+            pipeline._notice(
+                "Warning",
+                "RetainedConfigUnavailable",
+                f"current HAProxy refuses checkpoint {verdict.checkpoint.name}: "
+                f"{result.validation}",
+            )
+            return
+        RETAINED_CONFIG_ACTIVE.set(1)
+        pipeline._notice(
+            "Warning",
+            "RetainedConfigActive",
+            f"serving retained checkpoint {result.output.checksum} to bootstrap pods; "
+            f"render error: {render_error}",
+        )
+        _dispatch(pipeline, result)
+        return
+
+
+def _dispatch(pipeline: LeaderPipeline, result: RecoveryEvaluation) -> None:
+    assert result.output is not None
+    for target in result.verdict.targets:
+        if not pipeline._alive() or pipeline.state.last_good is not None:
+            return
+        # Re-check intent and live fleet agreement immediately before each apply.
+        again = evaluate(pipeline)
+        if (
+            not again.verdict.eligible
+            or again.output is None
+            or again.output.checksum != result.output.checksum
+            or target not in again.verdict.targets
+        ):
+            log.warning("recovery of %s stopped: %s", target, again.verdict.reason)
+            return
+        outcomes = pipeline.deploy(result.output, only={target})
+        for outcome in outcomes:
+            log.info("recovery apply to %s: %s %s", target, outcome.action, outcome.error or "")
+
+
+def _sleep(pipeline: LeaderPipeline) -> None:
+    with pipeline._wake:
+        pipeline._wake.wait(timeout=RETRY_DELAY)

@@ -1,0 +1,245 @@
+"""Deployment intent and term claims on the retained-state Lease (ADR-0033), as pure decisions.
+
+The retained-state Lease (owned by the HAProxyTemplateConfig) carries two annotations:
+the term's claim `{holder, epoch}` and the deployment intent `{planID, checksum, holder,
+epoch, templateUID}`. The leader-election Lease carries the fencing epoch. Writers compare
+and swap on resourceVersion; these functions decide what to write, or why not to.
+
+Ordering that makes it safe (seed, "Deployment intent storage"): a new term bumps the epoch
+on the leader-election Lease before it claims the retained-state Lease; a record requires this
+term's claim and reads the leader-election Lease before and after the write.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+CLAIM_ANNOTATION = "haproxy-haptic.org/claim"
+INTENT_ANNOTATION = "haproxy-haptic.org/deployment-intent"
+EPOCH_ANNOTATION = "haproxy-haptic.org/epoch"
+
+
+@dataclass(frozen=True)
+class Term:
+    """A leadership term: who leads, under which fencing epoch."""
+
+    holder: str
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    holder: str
+    epoch: int
+
+
+@dataclass(frozen=True)
+class DeploymentIntent:
+    plan_id: str
+    checksum: str
+    holder: str
+    epoch: int
+    template_uid: str
+
+    def names(self, plan_id: str, checksum: str) -> bool:
+        return self.plan_id == plan_id and self.checksum == checksum
+
+
+@dataclass(frozen=True)
+class RetainedState:
+    """What the retained-state Lease holds (parsed from its annotations)."""
+
+    claim: Claim | None = None
+    intent: DeploymentIntent | None = None
+
+
+@dataclass(frozen=True)
+class LeaderView:
+    """The leader-election Lease as read: holder and fencing epoch."""
+
+    holder: str | None
+    epoch: int | None
+    released: bool = False
+
+
+@dataclass(frozen=True)
+class Refusal:
+    reason: str
+
+
+# -- parsing and formatting -------------------------------------------------------------
+
+
+def parse_claim(raw: str | None) -> Claim | None:
+    data = _json_object(raw)
+    if data is None:
+        return None
+    try:
+        return Claim(holder=str(data["holder"]), epoch=int(data["epoch"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def parse_intent(raw: str | None) -> DeploymentIntent | None:
+    """Parse an intent annotation; None when absent or unreadable (an unreadable intent
+    adopts no plan)."""
+    data = _json_object(raw)
+    if data is None:
+        return None
+    try:
+        intent = DeploymentIntent(
+            plan_id=str(data["planID"]),
+            checksum=str(data["checksum"]),
+            holder=str(data.get("holder", "")),
+            epoch=int(data.get("epoch", 0)),
+            template_uid=str(data.get("templateUID", "")),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+    return intent if intent.plan_id and intent.checksum else None
+
+
+def retained_state_from_annotations(annotations: dict[str, str] | None) -> RetainedState:
+    annotations = annotations or {}
+    return RetainedState(
+        claim=parse_claim(annotations.get(CLAIM_ANNOTATION)),
+        intent=parse_intent(annotations.get(INTENT_ANNOTATION)),
+    )
+
+
+def claim_annotation(claim: Claim) -> str:
+    return json.dumps({"holder": claim.holder, "epoch": claim.epoch}, sort_keys=True)
+
+
+def intent_annotation(intent: DeploymentIntent, recorded_at: str) -> str:
+    return json.dumps(
+        {
+            "planID": intent.plan_id,
+            "checksum": intent.checksum,
+            "holder": intent.holder,
+            "epoch": intent.epoch,
+            "templateUID": intent.template_uid,
+            "recordedAt": recorded_at,
+        },
+        sort_keys=True,
+    )
+
+
+def leader_view_from_lease(lease: dict[str, Any] | None) -> LeaderView:
+    """Holder and epoch of a leader-election Lease given as a plain dict."""
+    if not lease:
+        return LeaderView(holder=None, epoch=None, released=True)
+    metadata = lease.get("metadata") or {}
+    spec = lease.get("spec") or {}
+    raw_epoch = (metadata.get("annotations") or {}).get(EPOCH_ANNOTATION)
+    try:
+        epoch = int(raw_epoch) if raw_epoch is not None else None
+    except ValueError:
+        epoch = None
+    holder = spec.get("holderIdentity") or spec.get("holder_identity") or None
+    return LeaderView(holder=holder, epoch=epoch, released=holder is None)
+
+
+def _json_object(raw: str | None) -> dict[str, Any] | None:
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except (TypeError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+# -- decisions -------------------------------------------------------------------------
+
+
+def leader_names_term(view: LeaderView, term: Term) -> bool:
+    """The leader-election Lease still names this holder at this epoch."""
+    return not view.released and view.holder == term.holder and view.epoch == term.epoch
+
+
+def decide_claim(stored: RetainedState, term: Term) -> RetainedState | Refusal:
+    """A new term claims the writer identity, preserving the last deployment intent.
+
+    A stored claim with an epoch above the term's means the leader-election Lease was
+    recreated and its counter regressed: the caller must Reclaim (lift the epoch) first.
+    """
+    if stored.claim is not None and stored.claim.epoch > term.epoch:
+        return Refusal(
+            f"stored claim epoch {stored.claim.epoch} is above term epoch {term.epoch}: reclaim"
+        )
+    if stored.claim == Claim(term.holder, term.epoch):
+        return stored
+    return replace(stored, claim=Claim(term.holder, term.epoch))
+
+
+def reclaim_epoch(stored: RetainedState, term: Term, leader: LeaderView) -> int | Refusal:
+    """The epoch to lift the leader-election Lease to after its counter regressed.
+
+    Only while the leader-election Lease names this holder at the epoch it claimed, as for
+    an outranking pod; the new epoch is one above the stored one.
+    """
+    if not leader_names_term(leader, term):
+        return Refusal("leader-election Lease no longer names this term")
+    if stored.claim is None or stored.claim.epoch <= term.epoch:
+        return Refusal("no higher stored epoch: nothing to reclaim")
+    return stored.claim.epoch + 1
+
+
+def decide_record(
+    stored: RetainedState,
+    term: Term,
+    plan_id: str,
+    checksum: str,
+    template_uid: str,
+    leader_before: LeaderView,
+) -> RetainedState | Refusal:
+    """Record the intent to deploy (plan_id, checksum) before the first agent apply.
+
+    Requires this term's claim on the retained-state Lease and the leader-election Lease
+    naming this holder and epoch (read before the write; the caller reads it again after
+    and refuses the apply if it changed).
+    """
+    if not leader_names_term(leader_before, term):
+        return Refusal("leader-election Lease does not name this term before the write")
+    if stored.claim != Claim(term.holder, term.epoch):
+        return Refusal("retained-state Lease is claimed by another term")
+    intent = DeploymentIntent(plan_id, checksum, term.holder, term.epoch, template_uid)
+    if stored.intent == intent:
+        return stored
+    return replace(stored, intent=intent)
+
+
+def confirm_after_write(leader_after: LeaderView, term: Term) -> Refusal | None:
+    """The second leadership read: a takeover or epoch increment since the write refuses the
+    apply (the successor preserves the intent; it can only delay recovery)."""
+    if not leader_names_term(leader_after, term):
+        return Refusal("leader-election Lease changed during the intent write")
+    return None
+
+
+@dataclass(frozen=True)
+class LegacyAdoption:
+    """What a claim does with a copy an earlier release left on the leader-election Lease."""
+
+    intent: DeploymentIntent | None  # the intent to keep on the retained-state Lease
+    remove_copy: bool
+    adopted: bool
+
+
+def adopt_legacy_copy(
+    stored: RetainedState, copy_raw: str | None, template_uid: str
+) -> LegacyAdoption:
+    """Upgrade path (seed, "Upgrade"): every claim removes the copy; a present copy was
+    written after the last claim by an older leader. A valid copy with a plan for the same
+    template supersedes the retained intent; a copy with no plan preserves it; an unreadable
+    copy adopts no plan."""
+    if copy_raw is None:
+        return LegacyAdoption(intent=stored.intent, remove_copy=False, adopted=False)
+    copy = parse_intent(copy_raw)
+    if copy is None or (copy.template_uid and copy.template_uid != template_uid):
+        return LegacyAdoption(intent=stored.intent, remove_copy=True, adopted=False)
+    adopted = replace(copy, template_uid=copy.template_uid or template_uid)
+    return LegacyAdoption(intent=adopted, remove_copy=True, adopted=True)

@@ -1,0 +1,107 @@
+"""Pod receipts: when a deployment counts as acknowledged by a pod (ADR-0033).
+
+A receipt names the pod UID, the agent runtime, the content checksum, the applied plan, the
+running worker plan, the worker-operation plan and the apply mode. A scheduled reload is not
+an acknowledgement; a runtime update is confirmed by the worker-operation plan while the
+worker's last reload plan may still be older.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from controller.retained.fleet import PodReport
+
+
+@dataclass(frozen=True)
+class PodReceipt:
+    pod_name: str
+    pod_uid: str
+    runtime_id: str
+    checksum: str
+    applied_plan_id: str
+    running_plan_id: str
+    worker_operation_plan_id: str
+    mode: str  # "reload" when a worker started from this plan, else "runtime"
+
+    def as_status(self) -> dict[str, Any]:
+        """The camelCase entry of HAProxyCfg status.deployedToPods."""
+        data = asdict(self)
+        return {
+            "podName": data["pod_name"],
+            "podUID": data["pod_uid"],
+            "runtimeID": data["runtime_id"],
+            "checksum": data["checksum"],
+            "appliedPlanID": data["applied_plan_id"],
+            "runningPlanID": data["running_plan_id"],
+            "workerOpsPlanID": data["worker_operation_plan_id"],
+            "mode": data["mode"],
+        }
+
+    @classmethod
+    def from_status(cls, entry: dict[str, Any]) -> PodReceipt | None:
+        """Parse a status entry; None when any field an acknowledgement needs is missing."""
+        try:
+            receipt = cls(
+                pod_name=entry["podName"],
+                pod_uid=entry["podUID"],
+                runtime_id=entry["runtimeID"],
+                checksum=entry["checksum"],
+                applied_plan_id=entry["appliedPlanID"],
+                running_plan_id=entry["runningPlanID"],
+                worker_operation_plan_id=entry["workerOpsPlanID"],
+                mode=entry["mode"],
+            )
+        except (KeyError, TypeError):
+            return None
+        return receipt if receipt.is_complete() else None
+
+    def is_complete(self) -> bool:
+        return all(
+            isinstance(v, str) and v
+            for v in (
+                self.pod_name,
+                self.pod_uid,
+                self.runtime_id,
+                self.checksum,
+                self.applied_plan_id,
+                self.running_plan_id,
+                self.worker_operation_plan_id,
+                self.mode,
+            )
+        ) and self.mode in {"reload", "runtime"}
+
+
+def acknowledgement(report: PodReport, plan_id: str, checksum: str) -> PodReceipt | None:
+    """The receipt proving `report`'s pod runs (plan_id, checksum), or None.
+
+    Refused: unreachable or unverified pods, a different applied plan or checksum, an
+    invariant violation, a reload still pending (scheduled, not done), or a worker that has
+    not confirmed the plan by a reload or by its runtime operations.
+    """
+    if not report.reachable or not report.verified or report.invariant_violation:
+        return None
+    if report.applied_plan_id != plan_id or report.applied_checksum != checksum:
+        return None
+    if report.pending_reload:
+        return None
+    if report.running_plan_id == plan_id:
+        mode = "reload"
+    elif report.worker_operation_plan_id == plan_id:
+        mode = "runtime"
+    else:
+        return None
+    if not (report.pod_uid and report.runtime_id and report.running_plan_id):
+        return None
+    receipt = PodReceipt(
+        pod_name=report.pod_name,
+        pod_uid=report.pod_uid,
+        runtime_id=report.runtime_id,
+        checksum=checksum,
+        applied_plan_id=plan_id,
+        running_plan_id=report.running_plan_id,
+        worker_operation_plan_id=report.worker_operation_plan_id or plan_id,
+        mode=mode,
+    )
+    return receipt if receipt.is_complete() else None

@@ -1,0 +1,243 @@
+"""Deployment intent and claims: unit tests of the seed's cases and interleavings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.retained.intent import (
+    CLAIM_ANNOTATION,
+    INTENT_ANNOTATION,
+    Claim,
+    DeploymentIntent,
+    LeaderView,
+    Refusal,
+    RetainedState,
+    Term,
+    adopt_legacy_copy,
+    claim_annotation,
+    confirm_after_write,
+    decide_claim,
+    decide_record,
+    intent_annotation,
+    leader_view_from_lease,
+    reclaim_epoch,
+    retained_state_from_annotations,
+)
+
+OLD = Term("replica-a", 4)
+NEW = Term("replica-b", 5)
+UID = "template-uid"
+
+
+def test_claim_preserves_the_last_intent() -> None:
+    intent = DeploymentIntent("plan-1", "sha256:1", "replica-a", 4, UID)
+    stored = RetainedState(claim=Claim("replica-a", 4), intent=intent)
+    claimed = decide_claim(stored, NEW)
+    assert isinstance(claimed, RetainedState)
+    assert claimed.claim == Claim("replica-b", 5)
+    assert claimed.intent == intent
+
+
+def test_claim_refuses_a_stored_epoch_above_the_term() -> None:
+    stored = RetainedState(claim=Claim("replica-a", 9))
+    assert isinstance(decide_claim(stored, NEW), Refusal)
+
+
+def test_record_needs_this_terms_claim_and_leadership() -> None:
+    stored = RetainedState(claim=Claim(NEW.holder, NEW.epoch))
+    leader = LeaderView(NEW.holder, NEW.epoch)
+    recorded = decide_record(stored, NEW, "plan-2", "sha256:2", UID, leader)
+    assert isinstance(recorded, RetainedState)
+    assert recorded.intent == DeploymentIntent("plan-2", "sha256:2", NEW.holder, 5, UID)
+    # Another term's claim refuses.
+    assert isinstance(decide_record(stored, OLD, "p", "c", UID, LeaderView(OLD.holder, 4)), Refusal)
+    # Leadership moved before the write refuses.
+    assert isinstance(
+        decide_record(stored, NEW, "p", "c", UID, LeaderView("replica-c", 6)), Refusal
+    )
+    # A released lease refuses.
+    assert isinstance(
+        decide_record(stored, NEW, "p", "c", UID, LeaderView(None, 5, released=True)), Refusal
+    )
+
+
+def test_second_leadership_read_refuses_after_a_takeover() -> None:
+    assert confirm_after_write(LeaderView(NEW.holder, NEW.epoch), NEW) is None
+    assert isinstance(confirm_after_write(LeaderView("replica-c", 6), NEW), Refusal)
+    assert isinstance(confirm_after_write(LeaderView(NEW.holder, 6), NEW), Refusal)
+
+
+def test_reclaim_after_a_recreated_leader_lease() -> None:
+    # The leader Lease was recreated: its counter restarted at 1, the retained state says 7.
+    term = Term("replica-a", 1)
+    stored = RetainedState(claim=Claim("replica-b", 7))
+    assert isinstance(decide_claim(stored, term), Refusal)
+    lifted = reclaim_epoch(stored, term, LeaderView("replica-a", 1))
+    assert lifted == 8
+    # Not while another holder or epoch is on the leader Lease.
+    assert isinstance(reclaim_epoch(stored, term, LeaderView("replica-b", 1)), Refusal)
+    assert isinstance(reclaim_epoch(stored, term, LeaderView("replica-a", 2)), Refusal)
+    # Once lifted, the claim goes through and the intent survives.
+    assert isinstance(decide_claim(stored, Term("replica-a", 8)), RetainedState)
+
+
+def test_annotations_round_trip_and_garbage_is_ignored() -> None:
+    intent = DeploymentIntent("plan-1", "sha256:1", "replica-a", 4, UID)
+    annotations = {
+        CLAIM_ANNOTATION: claim_annotation(Claim("replica-a", 4)),
+        INTENT_ANNOTATION: intent_annotation(intent, "2026-01-01T00:00:00Z"),
+    }
+    state = retained_state_from_annotations(annotations)
+    assert state == RetainedState(claim=Claim("replica-a", 4), intent=intent)
+    broken = retained_state_from_annotations({CLAIM_ANNOTATION: "{", INTENT_ANNOTATION: "[]"})
+    assert broken == RetainedState()
+
+
+def test_leader_view_reads_holder_and_epoch() -> None:
+    lease = {
+        "metadata": {"annotations": {"haproxy-haptic.org/epoch": "12"}},
+        "spec": {"holderIdentity": "replica-a"},
+    }
+    assert leader_view_from_lease(lease) == LeaderView("replica-a", 12)
+    released = {"metadata": {"annotations": {"haproxy-haptic.org/epoch": "12"}}, "spec": {}}
+    assert leader_view_from_lease(released).released
+
+
+# -- upgrade: the copy an earlier release left on the leader-election Lease -----------------
+
+
+def test_legacy_copy_with_a_plan_supersedes_the_retained_intent() -> None:
+    retained = DeploymentIntent("plan-old", "sha256:old", "a", 3, UID)
+    copy = intent_annotation(DeploymentIntent("plan-new", "sha256:new", "a", 3, UID), "t")
+    result = adopt_legacy_copy(RetainedState(intent=retained), copy, UID)
+    assert result.adopted and result.remove_copy
+    assert result.intent is not None and result.intent.plan_id == "plan-new"
+
+
+def test_legacy_copy_without_a_plan_preserves_and_unreadable_adopts_nothing() -> None:
+    retained = DeploymentIntent("plan-old", "sha256:old", "a", 3, UID)
+    for raw in ('{"holder": "a", "epoch": 3}', "not json"):
+        result = adopt_legacy_copy(RetainedState(intent=retained), raw, UID)
+        assert result.remove_copy and not result.adopted
+        assert result.intent == retained
+
+
+def test_legacy_copy_of_another_template_is_dropped() -> None:
+    copy = intent_annotation(DeploymentIntent("p", "c", "a", 3, "other-uid"), "t")
+    result = adopt_legacy_copy(RetainedState(), copy, UID)
+    assert result.remove_copy and not result.adopted and result.intent is None
+
+
+def test_no_legacy_copy_changes_nothing() -> None:
+    result = adopt_legacy_copy(RetainedState(), None, UID)
+    assert not result.remove_copy and result.intent is None
+
+
+# -- interleavings of a deposed term's record with its successor's takeover ---------------
+
+
+@dataclass
+class World:
+    """Two objects with resourceVersions, as the API server holds them."""
+
+    leader: LeaderView
+    retained: RetainedState
+    retained_rv: int = 0
+    log: list[str] = field(default_factory=list)
+
+
+def _old_term_steps(world: World, plan: str) -> list:
+    seen: dict[str, object] = {}
+
+    def read_and_decide() -> None:
+        seen["rv"] = world.retained_rv
+        seen["decision"] = decide_record(
+            world.retained, OLD, plan, f"sha256:{plan}", UID, world.leader
+        )
+
+    def write() -> None:
+        decision = seen["decision"]
+        if isinstance(decision, Refusal) or seen["rv"] != world.retained_rv:
+            seen["written"] = False
+            return
+        world.retained = decision
+        world.retained_rv += 1
+        seen["written"] = True
+        world.log.append("old-wrote")
+
+    def second_read() -> None:
+        if seen.get("written") and confirm_after_write(world.leader, OLD) is None:
+            world.log.append("old-applied")
+
+    return [read_and_decide, write, second_read]
+
+
+def _successor_steps(world: World) -> list:
+    seen: dict[str, object] = {}
+
+    def bump_epoch() -> None:
+        world.leader = LeaderView(NEW.holder, NEW.epoch)
+        world.log.append("new-bumped")
+
+    def read_and_decide_claim() -> None:
+        seen["rv"] = world.retained_rv
+        seen["decision"] = decide_claim(world.retained, NEW)
+
+    def write_claim() -> None:
+        decision = seen["decision"]
+        if isinstance(decision, Refusal) or seen["rv"] != world.retained_rv:
+            # Lost the compare-and-swap: re-read and retry once, as the adapter does.
+            decision = decide_claim(world.retained, NEW)
+            assert isinstance(decision, RetainedState)
+        world.retained = decision
+        world.retained_rv += 1
+        world.log.append("new-claimed")
+
+    return [bump_epoch, read_and_decide_claim, write_claim]
+
+
+@given(st.lists(st.booleans(), min_size=6, max_size=6))
+def test_a_deposed_term_never_applies_after_its_successor_and_never_loses_an_intent(
+    order: list[bool],
+) -> None:
+    previous = DeploymentIntent("plan-1", "sha256:plan-1", OLD.holder, OLD.epoch, UID)
+    world = World(
+        leader=LeaderView(OLD.holder, OLD.epoch),
+        retained=RetainedState(claim=Claim(OLD.holder, OLD.epoch), intent=previous),
+    )
+    old_steps = _old_term_steps(world, "plan-2")
+    new_steps = _successor_steps(world)
+    # Merge the two step sequences in the order the booleans choose (True = old term).
+    for pick_old in order:
+        queue = old_steps if (pick_old and old_steps) or not new_steps else new_steps
+        queue.pop(0)()
+    for step in old_steps + new_steps:
+        step()
+
+    log = world.log
+    assert world.retained.claim == Claim(NEW.holder, NEW.epoch)
+    if "old-applied" in log:
+        # Applying is allowed only when the whole record happened before the takeover began.
+        assert log.index("old-applied") < log.index("new-bumped")
+    if "old-wrote" in log:
+        # A write that landed is never lost: the successor's claim preserves it.
+        assert log.index("old-wrote") < log.index("new-claimed")
+        assert world.retained.intent is not None
+        assert world.retained.intent.plan_id == "plan-2"
+    else:
+        assert world.retained.intent == previous
+
+
+def test_delayed_record_after_the_successors_claim_is_refused() -> None:
+    stored = RetainedState(claim=Claim(NEW.holder, NEW.epoch))
+    # The deposed term still believes the leader Lease names it (a stale read).
+    decision = decide_record(stored, OLD, "plan-x", "sha256:x", UID, LeaderView(OLD.holder, 4))
+    assert isinstance(decision, Refusal)
+
+
+def test_delayed_claim_of_an_older_term_is_refused() -> None:
+    stored = RetainedState(claim=Claim(NEW.holder, NEW.epoch))
+    assert isinstance(decide_claim(stored, OLD), Refusal)

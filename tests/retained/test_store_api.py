@@ -1,0 +1,134 @@
+"""The retained-state Lease adapter against the local API server over HTTP."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import kubernetes
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from controller.retained.checkpoint import TemplateRef
+from controller.retained.intent import INTENT_ANNOTATION, Term
+from controller.retained.store import IntentRefused, RetainedStateStore
+from localcluster.testing import ApiServer
+
+NS = "haptic"
+LEADER = "haptic-leader"
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[ApiServer]:
+    with ApiServer.start() as server:
+        yield server
+
+
+@pytest.fixture
+def env(api: ApiServer, request: pytest.FixtureRequest):
+    client = api.api_client()
+    core = kubernetes.client.CoreV1Api(client)
+    try:
+        core.create_namespace({"metadata": {"name": NS}})
+    except ApiException as exc:
+        assert exc.status == 409
+    name = f"t{abs(hash(request.node.name)) % 10**8}"
+    custom = kubernetes.client.CustomObjectsApi(client)
+    template = custom.create_namespaced_custom_object(
+        "haproxy-haptic.org",
+        "v1alpha1",
+        NS,
+        "haproxytemplateconfigs",
+        {
+            "apiVersion": "haproxy-haptic.org/v1alpha1",
+            "kind": "HAProxyTemplateConfig",
+            "metadata": {"name": name},
+            "spec": {"podSelector": {"matchLabels": {"a": "b"}}},
+        },
+    )
+    ref = TemplateRef(name, NS, template["metadata"]["uid"])
+    leases = kubernetes.client.CoordinationV1Api(client)
+    leader_name = f"{name}-leader"
+    leases.create_namespaced_lease(NS, {"metadata": {"name": leader_name}, "spec": {}})
+    yield ref, leases, leader_name, RetainedStateStore(client, ref, leader_name)
+
+
+def set_leader(leases, name: str, holder: str | None, epoch: int, extra: dict | None = None):
+    lease = leases.read_namespaced_lease(name, NS)
+    annotations = dict(lease.metadata.annotations or {})
+    annotations["haproxy-haptic.org/epoch"] = str(epoch)
+    annotations.update(extra or {})
+    lease.metadata.annotations = annotations
+    lease.spec.holder_identity = holder
+    leases.replace_namespaced_lease(name, NS, lease)
+
+
+def test_claim_then_record_then_successor_preserves_the_intent(env) -> None:
+    ref, leases, leader, store = env
+    a = Term("replica-a", 1)
+    set_leader(leases, leader, "replica-a", 1)
+    store.claim(a)
+    intent = store.record_intent(a, "plan-1", "sha256:1")
+    assert intent.plan_id == "plan-1" and intent.epoch == 1
+    lease = leases.read_namespaced_lease(store.name, NS)
+    assert lease.metadata.owner_references[0].uid == ref.uid
+
+    b = Term("replica-b", 2)
+    set_leader(leases, leader, "replica-b", 2)
+    result = store.claim(b)
+    assert result.state.intent == intent  # preserved across the claim
+    # The deposed term can no longer record.
+    with pytest.raises(IntentRefused):
+        store.record_intent(a, "plan-x", "sha256:x")
+    assert store.read_intent() == intent
+    assert store.record_intent(b, "plan-2", "sha256:2").holder == "replica-b"
+
+
+def test_record_refused_when_the_leader_lease_moved_before_the_write(env) -> None:
+    _, leases, leader, store = env
+    a = Term("replica-a", 3)
+    set_leader(leases, leader, "replica-a", 3)
+    store.claim(a)
+    set_leader(leases, leader, "replica-b", 4)  # the successor bumped the epoch, not claimed
+    with pytest.raises(IntentRefused):
+        store.record_intent(a, "plan-1", "sha256:1")
+    assert store.read_intent() is None
+
+
+def test_reclaim_after_the_leader_lease_was_recreated(env) -> None:
+    _, leases, leader, store = env
+    set_leader(leases, leader, "replica-a", 7)
+    store.claim(Term("replica-a", 7))
+    store.record_intent(Term("replica-a", 7), "plan-7", "sha256:7")
+    # The leader Lease is deleted and recreated: its counter restarts.
+    leases.delete_namespaced_lease(leader, NS)
+    leases.create_namespaced_lease(NS, {"metadata": {"name": leader}, "spec": {}})
+    set_leader(leases, leader, "replica-b", 1)
+    result = store.claim(Term("replica-b", 1))
+    assert result.term.epoch == 8
+    lease = leases.read_namespaced_lease(leader, NS)
+    assert lease.metadata.annotations["haproxy-haptic.org/epoch"] == "8"
+    assert result.state.intent is not None and result.state.intent.plan_id == "plan-7"
+    # Reclaim refuses when the leader Lease names someone else.
+    set_leader(leases, leader, "replica-c", 1)
+    with pytest.raises(IntentRefused):
+        store.claim(Term("replica-b", 1))
+
+
+def test_upgraded_leader_adopts_moves_and_removes_the_earlier_release_copy(env) -> None:
+    ref, leases, leader, store = env
+    copy = json.dumps(
+        {
+            "planID": "plan-old",
+            "checksum": "sha256:old",
+            "holder": "replica-a",
+            "epoch": 2,
+            "templateUID": ref.uid,
+        }
+    )
+    set_leader(leases, leader, "replica-b", 3, {INTENT_ANNOTATION: copy})
+    result = store.claim(Term("replica-b", 3))
+    assert result.adopted_legacy_intent
+    assert store.read_intent().plan_id == "plan-old"
+    lease = leases.read_namespaced_lease(leader, NS)
+    assert INTENT_ANNOTATION not in (lease.metadata.annotations or {})
