@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "checkpoints",
+    "dashboard",
     "controller",
 ]
 
@@ -66,6 +67,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "dashboard.context_processors.roles",
             ],
         },
     },
@@ -98,6 +100,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
 
 # Production hardening; `manage.py check --deploy` explains what remains (see README).
 SECURE_CONTENT_TYPE_NOSNIFF = True

@@ -1,0 +1,341 @@
+"""The apply manifest: parsing, path checks, digests. Pure functions, no I/O.
+
+The controller sends the complete file set of a plan; everything here decides whether that
+manifest is acceptable before a single byte reaches the disk.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+KINDS = ("config", "map", "general", "certificate", "crt-list")
+MODES = ("auto", "reload", "revert_lkg")
+SERVER_STATES = ("ready", "maint", "drain")
+ROOT_CONFIG = "haproxy.cfg"
+
+# Where each kind may live inside the config tree (the rendered config resolves relative
+# paths against it through `default-path config`).
+KIND_DIRS = {"map": "maps", "general": "general", "certificate": "certs", "crt-list": "crt-lists"}
+
+MAX_PATH_LEN = 255
+MAX_DEPTH = 4
+DEFAULT_MAX_FILES = 2000
+DEFAULT_MAX_OPERATIONS = 50_000
+MAX_FIELD_LEN = 1024
+
+# One path component: conservative on purpose, map paths end up inside runtime API commands.
+_COMPONENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@+=-]*$")
+# Names that end up in runtime API commands: no whitespace, no separators of that protocol.
+_NAME = re.compile(r"^[A-Za-z0-9_.:@+=/-]+$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+# Map keys and values: printable ASCII (keys without spaces, as in a map file). The runtime
+# API client escapes spaces, `;` and backslashes.
+_MAP_KEY = re.compile(r"^[\x21-\x7e]+$")
+_MAP_VALUE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$")
+
+
+class ManifestError(ValueError):
+    """A manifest the agent refuses before writing anything; `reason` is machine-readable."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Token:
+    holder: str
+    epoch: int
+    sequence: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"holder": self.holder, "epoch": self.epoch, "sequence": self.sequence}
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str
+    kind: str
+    sha256: str
+    size: int
+    content: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
+class SetServer:
+    backend: str
+    server: str
+    address: str | None
+    port: int | None
+    weight: int | None
+    state: str | None
+    op: str = "set_server"
+
+
+@dataclass(frozen=True)
+class MapOp:
+    op: str  # map_set | map_del
+    map: str
+    key: str
+    value: str | None
+
+
+RuntimeOp = SetServer | MapOp
+
+
+@dataclass(frozen=True)
+class Manifest:
+    plan_id: str
+    checksum: str
+    structure_digest: str
+    token: Token
+    expected_previous_plan_id: str | None
+    mode: str
+    files: tuple[FileEntry, ...]
+    runtime_operations: tuple[RuntimeOp, ...]
+
+    def file_map(self) -> dict[str, FileEntry]:
+        return {f.path: f for f in self.files}
+
+
+def check_path(path: Any, kind: str | None = None) -> str:
+    """Return `path` if it is a safe relative path inside the config tree, else raise.
+
+    Refuses absolute paths, `..`, empty or dot components, odd characters, too deep or too
+    long paths, and paths outside the directory their kind lives in.
+    """
+    if not isinstance(path, str) or not path:
+        raise ManifestError("bad_path", "path must be a non-empty string")
+    if len(path) > MAX_PATH_LEN:
+        raise ManifestError("bad_path", f"path longer than {MAX_PATH_LEN} characters")
+    if path.startswith("/"):
+        raise ManifestError("bad_path", f"absolute path refused: {path!r}")
+    parts = path.split("/")
+    if len(parts) > MAX_DEPTH:
+        raise ManifestError("bad_path", f"path deeper than {MAX_DEPTH}: {path!r}")
+    for part in parts:
+        if part in ("", ".", ".."):
+            raise ManifestError("bad_path", f"traversal or empty component refused: {path!r}")
+        if not _COMPONENT.match(part):
+            raise ManifestError("bad_path", f"refused characters in path: {path!r}")
+    if kind is not None:
+        if kind == "config":
+            if path != ROOT_CONFIG:
+                raise ManifestError("bad_path", f"a config file must be {ROOT_CONFIG!r}")
+        elif len(parts) < 2 or parts[0] != KIND_DIRS[kind]:
+            raise ManifestError("bad_path", f"a {kind} file must live under {KIND_DIRS[kind]}/")
+    return path
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def content_checksum(files: dict[str, bytes]) -> str:
+    """`sha256:<hex>` over every file sorted by path, `path NUL content NUL` (the contract)."""
+    h = hashlib.sha256()
+    for path in sorted(files):
+        h.update(path.encode())
+        h.update(b"\0")
+        h.update(files[path])
+        h.update(b"\0")
+    return "sha256:" + h.hexdigest()
+
+
+def _digest(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise ManifestError("bad_manifest", f"{what} must be a string")
+    value = value.removeprefix("sha256:")
+    if not _HEX64.match(value):
+        raise ManifestError("bad_manifest", f"{what} must be 64 lowercase hex digits")
+    return value
+
+
+def _str(
+    obj: dict,
+    key: str,
+    *,
+    optional: bool = False,
+    name: bool = False,
+    pattern: re.Pattern[str] | None = None,
+) -> str | None:
+    value = obj.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value or len(value) > MAX_FIELD_LEN:
+        raise ManifestError("bad_manifest", f"{key} must be a non-empty string")
+    if name:
+        pattern = _NAME
+    if pattern is not None and not pattern.match(value):
+        raise ManifestError("bad_manifest", f"{key} has refused characters: {value!r}")
+    return value
+
+
+def _int(obj: dict, key: str, lo: int, hi: int, *, optional: bool = False) -> int | None:
+    value = obj.get(key)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ManifestError("bad_manifest", f"{key} must be an integer in [{lo}, {hi}]")
+    return value
+
+
+def parse_token(raw: Any) -> Token:
+    if not isinstance(raw, dict):
+        raise ManifestError("bad_manifest", "token must be an object")
+    holder = _str(raw, "holder")
+    epoch = _int(raw, "epoch", 0, 2**62)
+    sequence = _int(raw, "sequence", 0, 2**62)
+    assert holder is not None and epoch is not None and sequence is not None
+    return Token(holder, epoch, sequence)
+
+
+def parse_operation(raw: Any, map_paths: set[str] | None) -> RuntimeOp:
+    if not isinstance(raw, dict):
+        raise ManifestError("bad_operation", "an operation must be an object")
+    op = raw.get("op")
+    if op == "set_server":
+        state = raw.get("state")
+        if state is not None and state not in SERVER_STATES:
+            raise ManifestError("bad_operation", f"state must be one of {SERVER_STATES}")
+        address = _str(raw, "address", optional=True, name=True)
+        port = _int(raw, "port", 1, 65535, optional=True)
+        weight = _int(raw, "weight", 0, 256, optional=True)
+        if address is None and port is not None:
+            raise ManifestError("bad_operation", "port without address")
+        backend = _str(raw, "backend", name=True)
+        server = _str(raw, "server", name=True)
+        assert backend is not None and server is not None
+        return SetServer(backend, server, address, port, weight, state)
+    if op in ("map_set", "map_del"):
+        map_path = check_path(raw.get("map"), "map")
+        if map_paths is not None and map_path not in map_paths:
+            raise ManifestError("bad_operation", f"map {map_path!r} is not a map of this plan")
+        key = _str(raw, "key", pattern=_MAP_KEY)
+        value = _str(raw, "value", pattern=_MAP_VALUE) if op == "map_set" else None
+        assert key is not None
+        return MapOp(op, map_path, key, value)
+    raise ManifestError("bad_operation", f"unknown op {op!r}")
+
+
+def parse_manifest(
+    raw: Any,
+    *,
+    max_files: int = DEFAULT_MAX_FILES,
+    max_operations: int = DEFAULT_MAX_OPERATIONS,
+) -> Manifest:
+    """Validate a decoded JSON manifest completely: shape, paths, digests, sizes, checksum."""
+    if not isinstance(raw, dict):
+        raise ManifestError("bad_manifest", "manifest must be a JSON object")
+    mode = raw.get("mode", "auto")
+    if mode not in MODES:
+        raise ManifestError("bad_manifest", f"mode must be one of {MODES}")
+    plan_id = _str(raw, "plan_id", name=True)
+    token = parse_token(raw.get("token"))
+    expected = _str(raw, "expected_previous_plan_id", optional=True, name=True)
+    raw_files = raw.get("files", [])
+    raw_ops = raw.get("runtime_operations", [])
+    if not isinstance(raw_files, list) or not isinstance(raw_ops, list):
+        raise ManifestError("bad_manifest", "files and runtime_operations must be lists")
+    if len(raw_files) > max_files:
+        raise ManifestError("too_many_files", f"{len(raw_files)} files, limit {max_files}")
+    if len(raw_ops) > max_operations:
+        raise ManifestError(
+            "too_many_operations", f"{len(raw_ops)} operations, limit {max_operations}"
+        )
+    files: list[FileEntry] = []
+    seen: set[str] = set()
+    for item in raw_files:
+        if not isinstance(item, dict):
+            raise ManifestError("bad_manifest", "a file entry must be an object")
+        kind = item.get("kind")
+        if kind not in KINDS:
+            raise ManifestError("bad_manifest", f"kind must be one of {KINDS}")
+        path = check_path(item.get("path"), kind)
+        if path in seen:
+            raise ManifestError("bad_manifest", f"duplicate path {path!r}")
+        seen.add(path)
+        # Directory/file clashes ("maps" as file and "maps/x") would make the tree unwritable.
+        sha = _digest(item.get("sha256"), f"sha256 of {path}")
+        size = _int(item, "size", 0, 2**40)
+        b64 = item.get("content_b64")
+        if not isinstance(b64, str):
+            raise ManifestError("bad_manifest", f"content_b64 of {path} must be a string")
+        try:
+            content = base64.b64decode(b64, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ManifestError("bad_manifest", f"content_b64 of {path}: {exc}") from None
+        if len(content) != size:
+            raise ManifestError("size_mismatch", f"{path}: {len(content)} bytes, declared {size}")
+        if sha256_hex(content) != sha:
+            raise ManifestError("digest_mismatch", f"{path}: content does not match sha256")
+        files.append(FileEntry(path, kind, sha, len(content), content))
+    prefixes = {"/".join(p.split("/")[:i]) for p in seen for i in range(1, p.count("/") + 1)}
+    if clash := prefixes & seen:
+        raise ManifestError("bad_path", f"path used as file and directory: {sorted(clash)[0]!r}")
+    files.sort(key=lambda f: f.path)
+    if mode != "revert_lkg":
+        if ROOT_CONFIG not in seen:
+            raise ManifestError("bad_manifest", f"the file set must contain {ROOT_CONFIG}")
+        checksum = _str(raw, "checksum")
+        assert checksum is not None
+        actual = content_checksum({f.path: f.content for f in files})
+        if checksum != actual:
+            raise ManifestError("checksum_mismatch", f"declared {checksum}, computed {actual}")
+        structure = _digest(raw.get("structure_digest"), "structure_digest")
+    else:
+        checksum = raw.get("checksum") or ""
+        structure = raw.get("structure_digest") or ""
+    map_paths = {f.path for f in files if f.kind == "map"}
+    ops = tuple(parse_operation(op, map_paths) for op in raw_ops)
+    assert plan_id is not None
+    return Manifest(
+        plan_id=plan_id,
+        checksum=checksum,
+        structure_digest=structure,
+        token=token,
+        expected_previous_plan_id=expected,
+        mode=mode,
+        files=tuple(files),
+        runtime_operations=ops,
+    )
+
+
+def file_entry(path: str, kind: str, content: bytes) -> dict[str, Any]:
+    """Build one manifest file entry (used by the controller's client and by tests)."""
+    return {
+        "path": path,
+        "kind": kind,
+        "sha256": sha256_hex(content),
+        "size": len(content),
+        "content_b64": base64.b64encode(content).decode(),
+    }
+
+
+def build_manifest(
+    *,
+    plan_id: str,
+    files: dict[str, tuple[str, bytes]],
+    structure_digest: str,
+    token: dict[str, Any],
+    expected_previous_plan_id: str | None,
+    mode: str = "auto",
+    runtime_operations: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A complete manifest dict from {path: (kind, bytes)}; computes digests and checksum."""
+    return {
+        "plan_id": plan_id,
+        "checksum": content_checksum({p: c for p, (_, c) in files.items()}),
+        "structure_digest": structure_digest,
+        "token": token,
+        "expected_previous_plan_id": expected_previous_plan_id,
+        "mode": mode,
+        "files": [file_entry(p, k, c) for p, (k, c) in sorted(files.items())],
+        "runtime_operations": runtime_operations or [],
+    }

@@ -1,0 +1,29 @@
+"""Deployment as a fenced leader task: the dispatcher of a term sends it to the leader queue
+with the term's token; the task re-checks the token before the side effect, so a task that
+outlived its term (delayed in the broker, redelivered) does nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.leader_tasks import Fence, leader_task
+
+
+@leader_task("controller.leader.deploy")
+def deploy(fence: Fence, plan_id: str, only: list[str] | None = None) -> dict[str, Any]:
+    from controller.runtime import current_replica
+
+    replica = current_replica()
+    pipeline = replica.pipeline if replica is not None else None
+    if pipeline is None or pipeline.token != fence.token:
+        return {"status": "stale", "reason": "no pipeline for this term in this process"}
+    output = replica.plans.get(plan_id)
+    if output is None:
+        return {"status": "unknown_plan", "plan_id": plan_id}
+    fence.check()
+    outcomes = pipeline.deploy(output, only=set(only) if only else None)
+    return {
+        "status": "done",
+        "plan_id": plan_id,
+        "pods": {o.pod.name: {"action": o.action, "error": o.error} for o in outcomes},
+    }

@@ -1,0 +1,163 @@
+"""A small dict-in, dict-out client over one cluster's ApiClient, for the mirror.
+
+The mirror copies several kinds (Secrets and custom resources) verbatim, so it works on
+plain JSON objects by path rather than on generated models. Every call carries a timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+GROUP = "haproxy-haptic.org"
+VERSION = "v1alpha1"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """Where a kind lives in the API, and whether it has a status subresource."""
+
+    name: str
+    api_path: str  # "/api/v1" or "/apis/<group>/<version>"
+    plural: str
+    status_subresource: bool
+
+    def collection(self, namespace: str) -> str:
+        return f"{self.api_path}/namespaces/{namespace}/{self.plural}"
+
+    def item(self, namespace: str, name: str) -> str:
+        return f"{self.collection(namespace)}/{name}"
+
+
+SECRET = Kind("Secret", "/api/v1", "secrets", False)
+TEMPLATE = Kind("HAProxyTemplateConfig", f"/apis/{GROUP}/{VERSION}", "haproxytemplateconfigs", True)
+CFG = Kind("HAProxyCfg", f"/apis/{GROUP}/{VERSION}", "haproxycfgs", True)
+MAP = Kind("HAProxyMapFile", f"/apis/{GROUP}/{VERSION}", "haproxymapfiles", True)
+GENERAL = Kind("HAProxyGeneralFile", f"/apis/{GROUP}/{VERSION}", "haproxygeneralfiles", True)
+CRTLIST = Kind("HAProxyCRTListFile", f"/apis/{GROUP}/{VERSION}", "haproxycrtlistfiles", True)
+
+
+class Kube:
+    def __init__(self, api_client: client.ApiClient, timeout: float) -> None:
+        self.api_client = api_client
+        self.timeout = timeout
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: Any = None,
+    ) -> Any:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        request = self.api_client.param_serialize(
+            method,
+            path,
+            query_params=[(k, v) for k, v in (query or {}).items() if v is not None],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        return self.api_client.call_api(*request, _request_timeout=timeout or self.timeout)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        response = self._send(method, path, **kwargs)
+        data = response.read()
+        if not 200 <= response.status <= 299:
+            raise _api_error(response.status, response.reason, data)
+        return json.loads(data) if data else {}
+
+    def get(self, path: str) -> dict[str, Any]:
+        return self.request("GET", path)
+
+    def list(self, path: str, label_selector: str | None = None) -> dict[str, Any]:
+        return self.request("GET", path, query={"labelSelector": label_selector})
+
+    def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self.request("POST", path, body=dict(body))
+
+    def replace(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self.request("PUT", path, body=dict(body))
+
+    def delete(self, path: str, uid: str, resource_version: str) -> dict[str, Any]:
+        # Preconditions: never delete an object that changed since we decided to.
+        body = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "preconditions": {"uid": uid, "resourceVersion": resource_version},
+        }
+        return self.request("DELETE", path, body=body)
+
+    def watch(
+        self,
+        path: str,
+        resource_version: str,
+        label_selector: str | None,
+        server_timeout: int,
+        read_timeout: float,
+    ) -> WatchStream:
+        query = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(server_timeout),
+            "labelSelector": label_selector,
+        }
+        response = self._send("GET", path, query=query, timeout=(self.timeout, read_timeout))
+        if not 200 <= response.status <= 299:
+            raise _api_error(response.status, response.reason, response.read())
+        return WatchStream(response.response)
+
+
+def _api_error(status: int, reason: str, data: bytes | None) -> ApiException:
+    exc = ApiException(status=status, reason=reason)
+    exc.body = data.decode(errors="replace") if data else None
+    return exc
+
+
+class WatchStream:
+    """Newline-delimited watch events; `close()` from another thread ends a blocked read."""
+
+    def __init__(self, response: Any) -> None:
+        self._response = response
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        buffer = b""
+        try:
+            for chunk in self._response.stream(4096, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        except Exception:
+            if not self._closed:
+                raise
+            # Closed on purpose from another thread: the interrupted read is the expected end.
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        # Already closed or never connected: nothing to interrupt.
+        with contextlib.suppress(Exception):
+            self._response.shutdown()
+        with contextlib.suppress(Exception):
+            self._response.release_conn()

@@ -1,0 +1,270 @@
+"""The Standby's mirror of the Active's configuration and checkpoints (seed 004).
+
+One watcher thread per kind keeps a cache of the Active's objects; a sync thread copies what
+`mirror_rules.wanted` selects into the Standby's cluster whenever a watch event arrives, and
+prunes on a period once every cache has synced. `stop()` cancels and then waits for every
+thread to finish: promotion opens the write fence only after that returns True.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from controller.hub import mirror_rules as rules
+from controller.hub.kube import (
+    CFG,
+    CRTLIST,
+    GENERAL,
+    MAP,
+    SECRET,
+    TEMPLATE,
+    Kind,
+    Kube,
+    WatchStream,
+)
+
+log = logging.getLogger(__name__)
+
+KIND_API: dict[str, Kind] = {
+    rules.TEMPLATE: TEMPLATE,
+    rules.CFG: CFG,
+    rules.MAP: MAP,
+    rules.GENERAL: GENERAL,
+    rules.CRTLIST: CRTLIST,
+    rules.SECRET: SECRET,
+}
+# Only checkpoints are read among HAProxyCfgs: the Active's ordinary publication is its own.
+REMOTE_SELECTORS = {rules.CFG: f"{rules.ROLE_LABEL}={rules.CHECKPOINT_ROLE}"}
+
+
+class Mirror:
+    def __init__(
+        self,
+        remote: Kube,
+        local: Kube,
+        *,
+        remote_namespace: str,
+        local_namespace: str,
+        template_name: str,
+        source: str,
+        prune_interval: float,
+        watch_read_timeout: float = 5.0,
+        retry_delay: float = 0.5,
+    ) -> None:
+        self.remote = remote
+        self.local = local
+        self.remote_namespace = remote_namespace
+        self.local_namespace = local_namespace
+        self.template_name = template_name
+        self.source = source
+        self.prune_interval = prune_interval
+        self.watch_read_timeout = watch_read_timeout
+        self.retry_delay = retry_delay
+        self._lock = threading.Lock()
+        self._cache: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in rules.KINDS}
+        self._synced: set[str] = set()
+        self._dirty = threading.Event()
+        self._stop = threading.Event()
+        self._threads: dict[str, threading.Thread] = {}
+        self._streams: set[WatchStream] = set()
+        self.passes = 0  # completed sync passes (observability and tests)
+        self.last_error: str | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start, or resume after a stop that promotion abandoned: a Standby that stays a
+        Standby must keep mirroring. Threads still winding down simply carry on."""
+        if self._stop.is_set():
+            # A stop was requested: let its threads finish first (stop() closed their watch
+            # streams, and every other read is bounded by the client's timeout).
+            for t in list(self._threads.values()):
+                t.join(2 * self.remote.timeout + self.retry_delay)
+        self._stop.clear()
+        alive = {name for name, t in self._threads.items() if t.is_alive()}
+        if not alive:
+            with self._lock:
+                self._cache = {k: {} for k in rules.KINDS}
+                self._synced = set()
+        targets = {f"mirror-{k}": (self._watch_kind, (k,)) for k in rules.KINDS}
+        targets["mirror-sync"] = (self._sync_loop, ())
+        for name, (target, args) in targets.items():
+            if name not in alive:
+                thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+                self._threads[name] = thread
+                thread.start()
+        self._dirty.set()
+
+    @property
+    def running(self) -> bool:
+        return any(t.is_alive() for t in self._threads.values())
+
+    def stop(self, timeout: float) -> bool:
+        """Cancel, interrupt blocked watch reads, and wait. True only once really stopped."""
+        self._stop.set()
+        self._dirty.set()
+        with self._lock:
+            streams = list(self._streams)
+        for stream in streams:
+            stream.close()
+        deadline = threading.Event()
+        timer = threading.Timer(timeout, deadline.set)
+        timer.start()
+        try:
+            for t in list(self._threads.values()):
+                while t.is_alive() and not deadline.is_set():
+                    t.join(0.05)
+        finally:
+            timer.cancel()
+        return not self.running
+
+    @property
+    def synced(self) -> bool:
+        with self._lock:
+            return self._synced == set(rules.KINDS)
+
+    # -- remote caches -------------------------------------------------------------------
+
+    def _watch_kind(self, kind: str) -> None:
+        api = KIND_API[kind]
+        path = api.collection(self.remote_namespace)
+        selector = REMOTE_SELECTORS.get(kind)
+        while not self._stop.is_set():
+            try:
+                listing = self.remote.list(path, selector)
+                with self._lock:
+                    self._cache[kind] = {
+                        rules.meta(o)["name"]: o for o in listing.get("items") or []
+                    }
+                    self._synced.add(kind)
+                self._dirty.set()
+                rv = (listing.get("metadata") or {}).get("resourceVersion", "")
+                self._follow(kind, path, selector, rv)
+            except Exception as exc:
+                if self._stop.is_set():
+                    return
+                log.debug("mirror: watch of %s failed: %s", kind, exc)
+                self._stop.wait(self.retry_delay)
+
+    def _follow(self, kind: str, path: str, selector: str | None, rv: str) -> None:
+        """Apply watch events to the cache until the stream ends; resume from the last rv."""
+        while not self._stop.is_set():
+            # The server ends an idle watch before our read timeout fires, so a quiet stream
+            # resumes from its resourceVersion instead of relisting.
+            server_timeout = max(1, int(self.watch_read_timeout))
+            read_timeout = server_timeout + self.remote.timeout
+            stream = self.remote.watch(path, rv, selector, server_timeout, read_timeout)
+            with self._lock:
+                self._streams.add(stream)
+            if self._stop.is_set():
+                stream.close()
+            try:
+                for event in stream:
+                    kind_of_event = event.get("type")
+                    obj = event.get("object") or {}
+                    if kind_of_event == "ERROR":
+                        raise ApiException(status=(obj.get("code") or 500), reason="watch error")
+                    rv = rules.meta(obj).get("resourceVersion", rv)
+                    if kind_of_event == "BOOKMARK":
+                        continue
+                    name = rules.meta(obj).get("name")
+                    with self._lock:
+                        if kind_of_event == "DELETED":
+                            self._cache[kind].pop(name, None)
+                        else:
+                            self._cache[kind][name] = obj
+                    self._dirty.set()
+            finally:
+                with self._lock:
+                    self._streams.discard(stream)
+                stream.close()
+
+    # -- writes into the Standby's cluster -----------------------------------------------
+
+    def _sync_loop(self) -> None:
+        while not self._stop.is_set():
+            self._dirty.wait(self.prune_interval)
+            if self._stop.is_set():
+                return
+            self._dirty.clear()
+            try:
+                self.sync_once()
+                self.last_error = None
+            except Exception as exc:
+                self.last_error = str(exc)
+                log.warning("mirror: sync pass failed: %s", exc)
+                self._stop.wait(self.retry_delay)
+                self._dirty.set()
+
+    def _snapshot(self) -> tuple[dict[str, dict[str, dict[str, Any]]], bool]:
+        with self._lock:
+            snap = {k: dict(v) for k, v in self._cache.items()}
+            return snap, self._synced == set(rules.KINDS)
+
+    def sync_once(self) -> None:
+        snapshot, synced = self._snapshot()
+        if not synced:
+            # Until every kind is listed, secrets and children are not yet decidable.
+            return
+        wanted = rules.wanted(snapshot, self.template_name)
+        uid_map: dict[str, str] = {}
+        for kind in rules.KINDS:
+            if self._stop.is_set():
+                return
+            api = KIND_API[kind]
+            local_items = self.local.list(api.collection(self.local_namespace)).get("items") or []
+            by_name = {rules.meta(o)["name"]: o for o in local_items}
+            uid_map.update(rules.uid_map(local_items, self.source))
+            for name, src in wanted[kind].items():
+                if self._stop.is_set():
+                    return
+                local_uid = self._apply(api, by_name.get(name), src, uid_map)
+                if local_uid:
+                    uid_map[rules.meta(src).get("uid", "")] = local_uid
+            for obj in rules.prune(local_items, set(wanted[kind]), self.source, synced):
+                if self._stop.is_set():
+                    return
+                m = rules.meta(obj)
+                try:
+                    self.local.delete(
+                        api.item(self.local_namespace, m["name"]), m["uid"], m["resourceVersion"]
+                    )
+                except ApiException as exc:
+                    if exc.status not in (404, 409):
+                        raise
+        self.passes += 1
+
+    def _apply(
+        self,
+        api: Kind,
+        local: Mapping[str, Any] | None,
+        src: Mapping[str, Any],
+        uid_map: Mapping[str, str],
+    ) -> str | None:
+        """Create or update one copy; the local uid of our copy, or None if foreign."""
+        desired = rules.to_local(src, self.source, self.local_namespace, uid_map)
+        status = copy.deepcopy(src.get("status")) if api.status_subresource else None
+        action = rules.decide(local, desired, status, self.source, api.status_subresource)
+        name = desired["metadata"]["name"]
+        if action is rules.Action.FOREIGN:
+            log.info("mirror: %s %s exists unlabelled here; never overwritten", api.name, name)
+            return None
+        if action is rules.Action.UNCHANGED:
+            return rules.meta(local or {}).get("uid")
+        if action is rules.Action.CREATE:
+            written = self.local.create(api.collection(self.local_namespace), desired)
+        elif action is rules.Action.UPDATE:
+            desired["metadata"]["resourceVersion"] = rules.meta(local or {})["resourceVersion"]
+            written = self.local.replace(api.item(self.local_namespace, name), desired)
+        else:
+            written = dict(local or {})
+        if status and api.status_subresource and written.get("status") != status:
+            body = {**written, "status": status}
+            written = self.local.replace(api.item(self.local_namespace, name) + "/status", body)
+        return rules.meta(written).get("uid")

@@ -1,0 +1,254 @@
+"""Wiring of one controller replica into the worker's component registries.
+
+All replicas: the watch side (caches, reconciler debounce, health server), the render gate,
+the plan memory and the agent pool. Leader only: one `LeaderPipeline` per term, attached to
+the watch side so the caches replay into it at once (seed 003's bootstrap-replay pattern).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import threading
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from controller.deploy.deployer import AgentPool, Deployer
+from controller.election.term import Term
+from controller.election.timing import parse_duration
+from controller.fencing import check_term
+from controller.leader import LeaderPipeline, LeaderSettings, PlanMemory
+from controller.leader_tasks import send_leader_task
+from controller.rendergate import RenderGate
+from controller.retained.checkpoint import API_VERSION, TemplateRef
+from controller.watch.replica import ReplicaWatch
+from controller.worker import LeaderComponents, ReplicaComponents, ReplicaRuntime
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "haptic-controller"
+DEPLOY_TASK_TIMEOUT = 120.0
+
+
+def _seconds(value: Any, default: float) -> float:
+    try:
+        return parse_duration(value) if value else default
+    except ValueError:
+        log.warning("ignoring malformed duration %r", value)
+        return default
+
+
+def leader_settings(template: dict[str, Any]) -> LeaderSettings:
+    spec = (template.get("spec") or {}).get("controller") or {}
+    return LeaderSettings(
+        deployment_min_interval=_seconds(spec.get("deploymentMinInterval"), 0.1),
+        publish_interval=_seconds(spec.get("configPublishInterval"), 10.0),
+        drift_interval=_seconds(spec.get("driftPreventionInterval"), 60.0),
+    )
+
+
+class TemplateEvents:
+    """Kubernetes Events on the HAProxyTemplateConfig (render errors, retained config)."""
+
+    def __init__(self, api_client: client.ApiClient, template: TemplateRef, identity: str):
+        self.core = client.CoreV1Api(api_client)
+        self.template = template
+        self.identity = identity
+
+    def record(self, type_: str, reason: str, message: str) -> None:
+        now = datetime.now(UTC)
+        body = {
+            "metadata": {
+                "name": f"{self.template.name}.{uuid.uuid4().hex[:12]}",
+                "namespace": self.template.namespace,
+            },
+            "involvedObject": {
+                "apiVersion": API_VERSION,
+                "kind": "HAProxyTemplateConfig",
+                "name": self.template.name,
+                "namespace": self.template.namespace,
+                "uid": self.template.uid,
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": type_,
+            "count": 1,
+            "firstTimestamp": now.isoformat(),
+            "lastTimestamp": now.isoformat(),
+            "source": {"component": COMPONENT, "host": self.identity},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.identity,
+        }
+        # Events are reports: a failing write must never stop leader work.
+        threading.Thread(target=self._send, args=(body,), daemon=True).start()
+
+    def _send(self, body: dict[str, Any]) -> None:
+        try:
+            self.core.create_namespaced_event(self.template.namespace, body, _request_timeout=5.0)
+        except Exception as exc:
+            log.warning("event %s not recorded: %s", body["reason"], exc)
+
+
+class ControllerReplica:
+    def __init__(self, runtime: ReplicaRuntime) -> None:
+        self.runtime = runtime
+        self.api_client = runtime.api_client
+        cfg = runtime.config
+        port = int(os.environ.get("HAPTIC_HEALTH_PORT", "8090"))
+        host = os.environ.get("HAPTIC_HEALTH_HOST", "127.0.0.1")
+        self.watch = ReplicaWatch(
+            self.api_client,
+            cfg.namespace,
+            cfg.template_name,
+            health_address=(host, port) if port else None,
+        )
+        self.gate = RenderGate(binary=os.environ.get("HAPTIC_HAPROXY_BIN") or None)
+        self.plans = PlanMemory()
+        self.pool = AgentPool(port=self._agent_port(), token=self._agent_token)
+        self.deployer = Deployer(self.pool)
+        self.pipeline: LeaderPipeline | None = None
+        self._lock = threading.Lock()
+
+    # -- template-derived settings ----------------------------------------------------
+
+    def _template(self) -> dict[str, Any] | None:
+        return self.watch.caches.template_config()
+
+    def _agent_port(self) -> int:
+        template = self._template() or {}
+        return int(((template.get("spec") or {}).get("agent") or {}).get("port") or 8405)
+
+    def _agent_token(self) -> str:
+        """The agent bearer token from the Secret the template names (or HAPTIC_AGENT_TOKEN)."""
+        if os.environ.get("HAPTIC_AGENT_TOKEN"):
+            return os.environ["HAPTIC_AGENT_TOKEN"]
+        template = self._template() or {}
+        ref = ((template.get("spec") or {}).get("agent") or {}).get("tokenSecretRef") or {}
+        name = ref.get("name", "haptic-agent-token")
+        key = ref.get("key", "token")
+        try:
+            secret = client.CoreV1Api(self.api_client).read_namespaced_secret(
+                name, self.runtime.config.namespace, _request_timeout=5.0
+            )
+        except ApiException as exc:
+            raise RuntimeError(f"agent token Secret {name}: HTTP {exc.status}") from exc
+        return base64.b64decode((secret.data or {})[key]).decode().strip()
+
+    # -- all-replica lifecycle --------------------------------------------------------
+
+    def start(self) -> None:
+        self.watch.start()
+
+    def stop(self) -> None:
+        self.watch.stop()
+        self.deployer.close()
+        self.pool.close()
+        self.gate.close()
+
+    # -- per term -----------------------------------------------------------------------
+
+    def start_term(self, term: Term) -> None:
+        threading.Thread(target=self._start_term, args=(term,), daemon=True).start()
+
+    def _start_term(self, term: Term) -> None:
+        # The caches must know the template before a pipeline can be built.
+        self.watch.caches.wait_synced(30)
+        template = self._template()
+        if template is None or not term.is_valid():
+            log.error("term %s: no HAProxyTemplateConfig to lead", term)
+            return
+        meta = template["metadata"]
+        ref = TemplateRef(meta["name"], meta["namespace"], meta["uid"])
+        self.pool.port = self._agent_port()
+        events = TemplateEvents(self.api_client, ref, self.runtime.identity)
+        pipeline = LeaderPipeline(
+            api_client=self.api_client,
+            token=term.token,
+            template=ref,
+            health=self.watch.health,
+            gate=self.gate,
+            plans=self.plans,
+            snapshot=lambda: self.watch.caches.snapshot().render_kwargs(),
+            haproxy_pods=self.watch.caches.haproxy_pods,
+            deployer=self.deployer,
+            settings=leader_settings(template),
+            term_valid=term.is_valid,
+            check_term=lambda: check_term(self.api_client, term.token),
+            record_event=events.record,
+            run_deployment=lambda output: self._deploy_via_leader_queue(term, output),
+        )
+        with self._lock:
+            if not term.is_valid():
+                return
+            self.pipeline = pipeline
+            pipeline.start()
+            self.watch.attach_leader(
+                lambda _trigger: pipeline.request_render(),
+                lambda _pods: pipeline.pods_changed(),
+            )
+
+    def _deploy_via_leader_queue(self, term: Term, output: Any) -> None:
+        from haptic_site.celery import app
+
+        result = send_leader_task(app, "controller.leader.deploy", term.token, output.plan_id)
+        try:
+            answer = result.get(timeout=DEPLOY_TASK_TIMEOUT, disable_sync_subtasks=False)
+        finally:
+            result.forget()
+        if answer.get("status") != "done":
+            log.warning("deployment task for %s: %s", output.plan_id, answer)
+
+    def drain_term(self) -> None:
+        """Graceful stop while the term still renews: drain, bounded to 15 s."""
+        with self._lock:
+            pipeline = self.pipeline
+        if pipeline is not None:
+            pipeline.stop(drain=True)
+
+    def stop_term(self, term: Term) -> None:
+        self.watch.detach_leader()
+        with self._lock:
+            pipeline, self.pipeline = self.pipeline, None
+        if pipeline is not None:
+            pipeline.stop(drain=False)
+
+
+_replica: ControllerReplica | None = None
+
+
+def _start_replica(runtime: ReplicaRuntime) -> None:
+    global _replica
+    _replica = ControllerReplica(runtime)
+    _replica.start()
+
+
+def _stop_replica(runtime: ReplicaRuntime) -> None:
+    if _replica is not None:
+        _replica.stop()
+
+
+def _start_leader(term: Term) -> None:
+    if _replica is not None:
+        _replica.start_term(term)
+
+
+def _stop_leader(term: Term) -> None:
+    if _replica is not None:
+        _replica.stop_term(term)
+
+
+def current_replica() -> ControllerReplica | None:
+    return _replica
+
+
+def install() -> None:
+    """Register the controller with the worker's registries (idempotent)."""
+    if any(c.name == "controller.replica" for c in ReplicaComponents.registered()):
+        return
+    ReplicaComponents.register(_start_replica, _stop_replica, name="controller.replica")
+    LeaderComponents.register(_start_leader, _stop_leader, name="controller.leader")

@@ -1,0 +1,139 @@
+"""NodeAgent: wires the informers, the kubelet and the two controllers together."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from kubernetes import client
+
+from .deployments import DeploymentController
+from .endpoints import MANAGED_BY, MANAGED_BY_LABEL
+from .endpointslices import EndpointSliceController
+from .kube import Handler, Informer, Obj, make_api_client
+from .kubelet import Kubelet
+from .supervisor import sweep
+
+log = logging.getLogger(__name__)
+
+DEFAULT_NODE_NAME = "localnode"
+
+
+class NodeAgent:
+    """A local node: runs pods scheduled to it as process groups and keeps EndpointSlices and
+    Deployments reconciled. Talks to the API server only through the kubernetes client."""
+
+    def __init__(
+        self,
+        api_url: str | None = None,
+        state_dir: Path | str = Path("var/localcluster"),
+        kubeconfig: Path | str | None = None,
+        node_name: str = DEFAULT_NODE_NAME,
+    ) -> None:
+        self.api_url = api_url
+        self.state_dir = Path(state_dir).resolve()
+        self.kubeconfig = Path(kubeconfig) if kubeconfig is not None else None
+        self.node_name = node_name
+        self._stop = threading.Event()
+        self._stop_deadline = [float("inf")]
+        self._started = False
+        self._api: client.ApiClient | None = None
+        self._informers: list[Informer] = []
+        self.swept: list[int] = []
+
+    def start(self) -> None:
+        """Start every loop in background threads and return once the caches are filled."""
+        if self._started:
+            return
+        self._started = True
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        leftovers = sweep(str(self.state_dir))
+        if leftovers:
+            log.warning("killed %d processes left by an earlier node run", len(leftovers))
+        self._api = api = make_api_client(self.api_url, self.kubeconfig)
+        core = client.CoreV1Api(api)
+        apps = client.AppsV1Api(api)
+        discovery = client.DiscoveryV1Api(api)
+        self.kubelet = Kubelet(api, self.node_name, self.state_dir, self._stop_deadline)
+
+        def list_slices(**kw: object) -> object:
+            return discovery.list_endpoint_slice_for_all_namespaces(
+                label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}", **kw
+            )
+
+        handlers: dict[str, list[Handler]] = {"pods": [], "services": [], "slices": [], "deps": []}
+
+        def fan_out(name: str) -> Handler:
+            def handle(kind: str, obj: Obj) -> None:
+                for fn in handlers[name]:
+                    fn(kind, obj)
+
+            return handle
+
+        self.pods = Informer("pods", core.list_pod_for_all_namespaces, fan_out("pods"), self._stop)
+        self.services = Informer(
+            "services", core.list_service_for_all_namespaces, fan_out("services"), self._stop
+        )
+        self.slices = Informer("endpointslices", list_slices, fan_out("slices"), self._stop)
+        self.deployments = Informer(
+            "deployments", apps.list_deployment_for_all_namespaces, fan_out("deps"), self._stop
+        )
+        self._informers = [self.pods, self.services, self.slices, self.deployments]
+        self.endpointslices = EndpointSliceController(
+            api, self.pods, self.services, self.slices, self._stop
+        )
+        self.deployment_controller = DeploymentController(
+            api, self.pods, self.deployments, self.node_name, self._stop
+        )
+        handlers["pods"] += [
+            self.kubelet.handle,
+            self.endpointslices.on_pod,
+            self.deployment_controller.on_pod,
+        ]
+        handlers["services"].append(self.endpointslices.on_service)
+        handlers["slices"].append(self.endpointslices.on_slice)
+        handlers["deps"].append(self.deployment_controller.on_deployment)
+        for informer in self._informers:
+            informer.start()
+        deadline = time.monotonic() + 30
+        for informer in self._informers:
+            informer.synced.wait(max(0.0, deadline - time.monotonic()))
+        self.kubelet.release_addresses_except(
+            {p["metadata"].get("uid", "") for p in self.pods.items()}
+        )
+        self.kubelet.events.start()
+        self.endpointslices.loop.start()
+        self.deployment_controller.loop.start()
+
+    def stop(self, timeout: float = 30) -> None:
+        """Stop the controllers, terminate every pod's processes (grace bounded by timeout),
+        then kill anything that still carries this node's marker."""
+        if not self._started:
+            return
+        self._stop_deadline[0] = time.monotonic() + timeout
+        self._stop.set()
+        self.kubelet.stop()
+        for worker in self.kubelet.workers():
+            worker.join(max(0.1, self._stop_deadline[0] - time.monotonic()))
+        for informer in self._informers:
+            informer.join(2.0)
+        self.endpointslices.loop.join(2.0)
+        self.kubelet.events.join(2.0)
+        self.deployment_controller.loop.join(2.0)
+        # Pod workers stop their own process groups; the sweep catches daemonized strays
+        # (processes that left their group) and is recorded so tests can tell the two apart.
+        self.swept = sweep(str(self.state_dir))
+        if self.swept:
+            log.warning("killed %d stray processes at node stop", len(self.swept))
+        if self._api is not None:
+            self._api.close()
+        self._started = False
+
+    def __enter__(self) -> NodeAgent:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,28 @@
+"""Small pure helpers for API objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def rv_newer(a: str, b: str) -> bool:
+    """Whether resourceVersion a is known to be newer than b. The local server uses integers;
+    opaque versions are never assumed newer, so watch events always apply."""
+    try:
+        return int(a) > int(b)
+    except ValueError:
+        return False
+
+
+def normalized(value: Any) -> Any:
+    """Drop None and empty containers so comparisons ignore how a server spells defaults."""
+    if isinstance(value, dict):
+        out = {k: normalized(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if not _empty(v)}
+    if isinstance(value, list):
+        return [normalized(v) for v in value]
+    return value
+
+
+def _empty(v: Any) -> bool:
+    return v is None or (isinstance(v, dict | list | str) and len(v) == 0)

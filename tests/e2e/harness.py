@@ -1,0 +1,178 @@
+"""The running system for end-to-end tests: a local cluster with its node, HAProxy pods
+(agent + real haproxy), sample backends, and controller replicas as real Celery workers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import kubernetes
+
+from agents.client import AgentClient, AgentState
+from haptic_site import stack
+from localcluster.testing import ApiServer
+
+LOG_ROOT = Path(os.environ.get("HAPTIC_TEST_ARTIFACTS", stack.REPO_ROOT / "test-artifacts"))
+
+
+@dataclass
+class System:
+    api: ApiServer
+    token: str
+    token_file: Path
+    log_dir: Path
+    queue_suffix: str
+    controllers: dict[str, stack.Process] = field(default_factory=dict)
+    redis_url: str | None = None
+
+    # -- Kubernetes ---------------------------------------------------------------------
+
+    @property
+    def client(self) -> kubernetes.client.ApiClient:
+        return self.api.api_client()
+
+    def core(self) -> kubernetes.client.CoreV1Api:
+        return kubernetes.client.CoreV1Api(self.client)
+
+    def apps(self) -> kubernetes.client.AppsV1Api:
+        return kubernetes.client.AppsV1Api(self.client)
+
+    def custom(self) -> kubernetes.client.CustomObjectsApi:
+        return kubernetes.client.CustomObjectsApi(self.client)
+
+    def apply(self, objects: Iterable[dict]) -> None:
+        stack.apply_objects(self.client, list(objects))
+
+    def haproxy_pods(self, ready_only: bool = True) -> list:
+        pods = (
+            self.core()
+            .list_namespaced_pod(stack.NAMESPACE, label_selector="app.kubernetes.io/name=haproxy")
+            .items
+        )
+        out = []
+        for pod in pods:
+            if pod.metadata.deletion_timestamp or not pod.status.pod_ip:
+                continue
+            ready = any(
+                c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []
+            )
+            if ready or not ready_only:
+                out.append(pod)
+        return sorted(out, key=lambda p: p.metadata.name)
+
+    def scale(self, name: str, replicas: int) -> None:
+        self.apps().patch_namespaced_deployment(
+            name, stack.NAMESPACE, {"spec": {"replicas": replicas}}
+        )
+
+    def leader_lease(self):
+        return kubernetes.client.CoordinationV1Api(self.client).read_namespaced_lease(
+            "haptic-leader", stack.NAMESPACE
+        )
+
+    def leader(self) -> str | None:
+        try:
+            return self.leader_lease().spec.holder_identity
+        except kubernetes.client.ApiException:
+            return None
+
+    def published(self) -> dict | None:
+        try:
+            return self.custom().get_namespaced_custom_object(
+                "haproxy-haptic.org", "v1alpha1", stack.NAMESPACE, "haproxycfgs", "haptic"
+            )
+        except kubernetes.client.ApiException:
+            return None
+
+    # -- agents and traffic --------------------------------------------------------------
+
+    def agent(self, pod) -> AgentClient:
+        return AgentClient(f"http://{pod.status.pod_ip}:8405", self.token, timeout=10)
+
+    def agent_state(self, pod, verify: bool = False) -> AgentState:
+        with self.agent(pod) as client:
+            return client.state(verify=verify)
+
+    def get(self, pod, host: str, path: str = "/", timeout: float = 5) -> httpx.Response:
+        return httpx.get(
+            f"http://{pod.status.pod_ip}:8080{path}", headers={"Host": host}, timeout=timeout
+        )
+
+    def serves(self, host: str, expect: str | None = None, pods=None) -> bool:
+        """Every (ready) HAProxy pod answers 200 for host (with `expect` in the body)."""
+        pods = pods if pods is not None else self.haproxy_pods(ready_only=False)
+        if not pods:
+            return False
+        for pod in pods:
+            try:
+                response = self.get(pod, host, timeout=2)
+            except httpx.HTTPError:
+                return False
+            if response.status_code != 200 or (expect and expect not in response.text):
+                return False
+        return True
+
+    # -- controllers ---------------------------------------------------------------------
+
+    def start_controller(self, name: str, extra_env: dict | None = None) -> stack.Process:
+        env = {
+            "HAPTIC_LEADER_QUEUE": f"leader-{self.queue_suffix}",
+            "HAPTIC_AGENT_TOKEN": self.token,
+            **(extra_env or {}),
+        }
+        index = name.rsplit("-", 1)[-1]
+        proc = stack.controller_process(
+            int(index) if index.isdigit() else 0,
+            self.api.kubeconfig,
+            self.log_dir,
+            self.redis_url,
+            env,
+        )
+        proc.name = name
+        proc.env["POD_NAME"] = name
+        proc.log_path = self.log_dir / f"{name}.log"
+        proc.argv[proc.argv.index("-Q") + 1] = f"celery-{self.queue_suffix}"
+        proc.argv[proc.argv.index("-n") + 1] = f"{name}-{self.queue_suffix}@%h"
+        self.controllers[name] = proc.start()
+        return proc
+
+    def stop(self) -> None:
+        for proc in self.controllers.values():
+            proc.stop(grace=30)
+        self.api.stop()
+
+
+def start_system(
+    name: str,
+    haproxy_replicas: int = 2,
+    timings: stack.Timings | None = None,
+    gate: bool = False,
+    controllers: int = 2,
+) -> System:
+    state_dir = Path(tempfile.mkdtemp(prefix="haptic-e2e-"))
+    log_dir = LOG_ROOT / name
+    shutil.rmtree(log_dir, ignore_errors=True)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    api = ApiServer.start(state_dir, command="up")
+    token = stack.new_token()
+    token_file = state_dir / "agent-token"
+    token_file.write_text(token + "\n")
+    system = System(
+        api, token, token_file, log_dir, uuid.uuid4().hex[:8], redis_url=os.environ.get("REDIS_URL")
+    )
+    try:
+        system.apply(stack.base_objects(token))
+        system.apply([stack.template_config(timings or stack.Timings.short(), gate=gate)])
+        system.apply([stack.haproxy_deployment(haproxy_replicas, token_file)])
+        for i in range(controllers):
+            system.start_controller(f"controller-{i}")
+    except Exception:
+        system.stop()
+        raise
+    return system

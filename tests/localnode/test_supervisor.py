@@ -1,0 +1,81 @@
+"""Process groups for containers: group signalling and the leftover sweep (real processes)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from localcluster.node.supervisor import MARKER_ENV, ContainerProcess, run_exec, sweep
+
+from .support import pids_with_env, wait_for
+
+
+def test_group_kill_takes_grandchildren(tmp_path: Path) -> None:
+    marker = str(tmp_path)
+    env = dict(os.environ, **{MARKER_ENV: marker, "TEST_ROLE": "group"})
+    proc = ContainerProcess(
+        ["sh", "-c", "sleep 300 & sleep 300 & echo up; wait"], tmp_path, env, tmp_path / "c.log"
+    )
+    try:
+        wait_for(lambda: len(pids_with_env(**{MARKER_ENV: marker})) >= 3, what="3 processes")
+        assert os.getpgid(proc.pid) == proc.pid  # its own session and group
+        assert wait_for(lambda: "up" in (tmp_path / "c.log").read_text(), what="log line")
+        proc.kill()
+        wait_for(lambda: not pids_with_env(**{MARKER_ENV: marker}), what="group gone")
+        assert not proc.group_alive()
+    finally:
+        sweep(marker)
+
+
+def test_sigterm_reaches_the_group(tmp_path: Path) -> None:
+    marker = str(tmp_path)
+    env = dict(os.environ, **{MARKER_ENV: marker})
+    proc = ContainerProcess(["sleep", "300"], tmp_path, env, tmp_path / "c.log")
+    try:
+        proc.signal(signal.SIGTERM)
+        assert wait_for(lambda: proc.poll() is not None, what="exit") is not None
+        assert proc.poll() == -signal.SIGTERM
+    finally:
+        sweep(marker)
+
+
+def test_sweep_kills_marked_processes_only(tmp_path: Path) -> None:
+    marker = str(tmp_path / "a")
+    other = str(tmp_path / "b")
+    mine = ContainerProcess(
+        ["sleep", "300"], tmp_path, dict(os.environ, **{MARKER_ENV: marker}), tmp_path / "1.log"
+    )
+    theirs = ContainerProcess(
+        ["sleep", "300"], tmp_path, dict(os.environ, **{MARKER_ENV: other}), tmp_path / "2.log"
+    )
+    try:
+        assert sweep(marker) == [mine.pid]
+        wait_for(lambda: mine.poll() is not None, what="swept process exit")
+        assert theirs.poll() is None
+    finally:
+        sweep(other)
+        theirs.popen.wait(10)
+
+
+def test_run_exec_times_out_and_kills(tmp_path: Path) -> None:
+    assert run_exec(["true"], tmp_path, dict(os.environ), 5) == 0
+    assert run_exec(["sh", "-c", "exit 4"], tmp_path, dict(os.environ), 5) == 4
+    env = dict(os.environ, EXEC_TEST=str(tmp_path))
+    assert run_exec(["sleep", "30"], tmp_path, env, 0.2) is None
+    assert not pids_with_env(EXEC_TEST=str(tmp_path))
+
+
+def test_main_process_exit_ends_the_whole_container(tmp_path: Path) -> None:
+    marker = str(tmp_path)
+    env = dict(os.environ, **{MARKER_ENV: marker})
+    proc = ContainerProcess(
+        ["sh", "-c", "sleep 300 & echo $! > child.pid; exit 7"], tmp_path, env, tmp_path / "c.log"
+    )
+    try:
+        assert wait_for(lambda: proc.poll() is not None, what="main exit") is not None
+        assert proc.poll() == 7
+        child = int((tmp_path / "child.pid").read_text())
+        wait_for(lambda: child not in pids_with_env(**{MARKER_ENV: marker}), what="child killed")
+    finally:
+        sweep(marker)
