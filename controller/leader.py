@@ -82,6 +82,7 @@ class TermState:
 
     first_render_done: bool = False
     last_good: RenderOutput | None = None  # last output accepted for dispatch this term
+    seed: RenderOutput | None = None  # the published output, read at the start of the term
     intents_recorded: set[str] = field(default_factory=set)
     unsaved: dict[str, PodReceipt] = field(default_factory=dict)  # pod -> newest receipt
     pending_status: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -105,6 +106,7 @@ class LeaderPipeline:
         term_valid: Callable[[], bool],
         check_term: Callable[[], None],
         record_event: Callable[[str, str, str], None],
+        run_deployment: Callable[[RenderOutput], None] | None = None,
     ) -> None:
         self.api_client = api_client
         self.token = token
@@ -120,6 +122,9 @@ class LeaderPipeline:
         self.term_valid = term_valid
         self.check_term = check_term
         self.record_event = record_event
+        # In a worker, deployments go through the fenced leader task (controller.deploy.tasks)
+        # which calls back into `deploy`; tests may run them in place.
+        self.run_deployment = run_deployment or (lambda output: self.deploy(output))
         self.objects = Objects(api_client, template.namespace)
         self.store = RetainedStateStore(api_client, template, token.lease_name, token.namespace)
         self.ordinary = OrdinaryPublisher(self.objects, template)
@@ -191,6 +196,7 @@ class LeaderPipeline:
             self.health.set_error(RECONCILIATION_COORDINATOR, f"claim failed: {exc}")
             return
         self._claimed.set()
+        self._seed_from_publication()
         while True:
             with self._wake:
                 while not (self._render_requested or self._stopping):
@@ -202,12 +208,26 @@ class LeaderPipeline:
                 return
             self._render_once()
 
+    def _seed_from_publication(self) -> None:
+        """Remember the published output: the pods most likely run it, and rendering with it
+        as the previous plan keeps endpoints in their server slots, so a leader change alone
+        changes (and reloads) nothing."""
+        try:
+            published = self.ordinary.read_output()
+        except Exception as exc:
+            log.info("published output not readable (%s); starting without it", exc)
+            return
+        if published is not None:
+            self.plans.remember(published)
+            self.state.seed = published
+
     def _render_once(self) -> None:
         kwargs = self.snapshot()
         if not kwargs.get("template_config"):
             self.health.set_error(RECONCILIATION_COORDINATOR, "HAProxyTemplateConfig not found")
             return
-        previous = self.state.last_good.plan if self.state.last_good else None
+        basis = self.state.last_good or self.state.seed
+        previous = basis.plan if basis else None
         try:
             output = render(RenderInput(**kwargs, previous_plan=previous))
         except RenderError as exc:
@@ -249,7 +269,7 @@ class LeaderPipeline:
             action = self.scheduler.next_action(time.monotonic())
             if isinstance(action, Dispatch):
                 try:
-                    self.deploy(action.output)
+                    self.run_deployment(action.output)
                 except Exception:
                     log.exception("deployment of %s failed", action.plan_id)
                 finally:

@@ -117,7 +117,7 @@ class ControllerReplica:
     # -- template-derived settings ----------------------------------------------------
 
     def _template(self) -> dict[str, Any] | None:
-        return self.watch.caches.template_config()
+        return self.watch.caches.template_config
 
     def _agent_port(self) -> int:
         template = self._template() or {}

@@ -174,4 +174,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    # One line per HTTP request to agents and API servers is noise, not information.
+    "loggers": {"httpx": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
 }

@@ -84,7 +84,10 @@ def backend(
                 "image": "sample-backend",
                 "command": [python, "-m", "localcluster.sample_backend", "--port", "8080"],
                 "env": [{"name": "PYTHONPATH", "value": str(REPO_ROOT)}],
-                "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1},
+                "readinessProbe": {
+                    "httpGet": {"path": "/healthz", "port": 8080},
+                    "periodSeconds": 1,
+                },
             }
         ],
     }

@@ -102,7 +102,9 @@ def conflict(plural: str, group: str, name: str, why: str) -> ApiError:
     )
 
 
-STALE = "the object has been modified; please apply your changes to the latest version and try again"
+STALE = (
+    "the object has been modified; please apply your changes to the latest version and try again"
+)
 
 
 def invalid(kind: str, group: str, name: str, causes: list[dict[str, str]]) -> ApiError:

@@ -117,15 +117,17 @@ def json_patch(target: Any, ops: Any) -> Any:
             elif kind == "test":
                 if _resolve(doc, tokens) != op.get("value"):
                     raise ApiError(
-                        422, f"the server rejected our request due to an error in our request: "
-                        f"testing value {path} failed"
+                        422,
+                        f"the server rejected our request due to an error in our request: "
+                        f"testing value {path} failed",
                     )
             else:
                 raise ApiError(400, f"Unexpected kind: {kind}")
         except (KeyError, IndexError, TypeError) as exc:
             raise ApiError(
-                422, f"the server rejected our request due to an error in our request: "
-                f"{kind} operation does not apply: doc is missing path: \"{path}\": {exc}"
+                422,
+                f"the server rejected our request due to an error in our request: "
+                f'{kind} operation does not apply: doc is missing path: "{path}": {exc}',
             ) from None
     return doc
 
@@ -183,7 +185,8 @@ def strategic_merge(
 def _merge_list(
     current: Any, patch: list[Any], list_keys: ListKeys, set_lists: frozenset[str], path: str
 ) -> list[Any]:
-    keys = list_keys[path]
+    # Strategic merge keys on one field (the first), e.g. containerPort for ports.
+    keys = list_keys[path][:1]
     merged = [copy.deepcopy(i) for i in current] if isinstance(current, list) else []
     if any(isinstance(i, dict) and i.get("$patch") == "replace" for i in patch):
         return [copy.deepcopy(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]

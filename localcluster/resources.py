@@ -51,6 +51,8 @@ class ResourceType:
     strategic_merge: bool = True
     schema: dict[str, Any] | None = None
     custom: bool = False
+    # additionalPrinterColumns of a CRD version, for `kubectl get` tables.
+    printer_columns: tuple[dict[str, Any], ...] = ()
 
     @property
     def key(self) -> str:
@@ -74,36 +76,112 @@ def _conditions() -> ListKeys:
 
 
 BUILTIN: list[ResourceType] = [
-    ResourceType("", "v1", "namespaces", "Namespace", namespaced=False, singular="namespace",
-                 short_names=("ns",), status_subresource=True,
-                 list_keys={**_META, **_conditions()}),
-    ResourceType("", "v1", "pods", "Pod", singular="pod", short_names=("po",),
-                 status_subresource=True, generation=True,
-                 list_keys={**_META, **_prefixed("spec", _POD_SPEC), **_conditions(),
-                            "status.podIPs": ("ip",)}),
-    ResourceType("", "v1", "services", "Service", singular="service", short_names=("svc",),
-                 status_subresource=True,
-                 list_keys={**_META, "spec.ports": ("port", "protocol"), **_conditions()}),
+    ResourceType(
+        "",
+        "v1",
+        "namespaces",
+        "Namespace",
+        namespaced=False,
+        singular="namespace",
+        short_names=("ns",),
+        status_subresource=True,
+        list_keys={**_META, **_conditions()},
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "pods",
+        "Pod",
+        singular="pod",
+        short_names=("po",),
+        status_subresource=True,
+        generation=True,
+        list_keys={
+            **_META,
+            **_prefixed("spec", _POD_SPEC),
+            **_conditions(),
+            "status.podIPs": ("ip",),
+        },
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "nodes",
+        "Node",
+        namespaced=False,
+        singular="node",
+        short_names=("no",),
+        status_subresource=True,
+        list_keys={**_META, **_conditions(), "status.addresses": ("type",)},
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "services",
+        "Service",
+        singular="service",
+        short_names=("svc",),
+        status_subresource=True,
+        list_keys={**_META, "spec.ports": ("port", "protocol"), **_conditions()},
+    ),
     ResourceType("", "v1", "secrets", "Secret", singular="secret", list_keys=dict(_META)),
-    ResourceType("", "v1", "configmaps", "ConfigMap", singular="configmap",
-                 short_names=("cm",), list_keys=dict(_META)),
-    ResourceType("", "v1", "events", "Event", singular="event", short_names=("ev",),
-                 list_keys=dict(_META)),
-    ResourceType("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice",
-                 singular="endpointslice", list_keys=dict(_META)),
-    ResourceType("networking.k8s.io", "v1", "ingresses", "Ingress", singular="ingress",
-                 short_names=("ing",), status_subresource=True, generation=True,
-                 list_keys=dict(_META)),
-    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", singular="lease",
-                 list_keys=dict(_META)),
-    ResourceType("apps", "v1", "deployments", "Deployment", singular="deployment",
-                 short_names=("deploy",), status_subresource=True, generation=True,
-                 list_keys={**_META, **_prefixed("spec.template.spec", _POD_SPEC),
-                            **_conditions()}),
-    ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions",
-                 "CustomResourceDefinition", namespaced=False,
-                 singular="customresourcedefinition", short_names=("crd", "crds"),
-                 status_subresource=True, generation=True, list_keys=dict(_META)),
+    ResourceType(
+        "",
+        "v1",
+        "configmaps",
+        "ConfigMap",
+        singular="configmap",
+        short_names=("cm",),
+        list_keys=dict(_META),
+    ),
+    ResourceType(
+        "", "v1", "events", "Event", singular="event", short_names=("ev",), list_keys=dict(_META)
+    ),
+    ResourceType(
+        "discovery.k8s.io",
+        "v1",
+        "endpointslices",
+        "EndpointSlice",
+        singular="endpointslice",
+        list_keys=dict(_META),
+    ),
+    ResourceType(
+        "networking.k8s.io",
+        "v1",
+        "ingresses",
+        "Ingress",
+        singular="ingress",
+        short_names=("ing",),
+        status_subresource=True,
+        generation=True,
+        list_keys=dict(_META),
+    ),
+    ResourceType(
+        "coordination.k8s.io", "v1", "leases", "Lease", singular="lease", list_keys=dict(_META)
+    ),
+    ResourceType(
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        singular="deployment",
+        short_names=("deploy",),
+        status_subresource=True,
+        generation=True,
+        list_keys={**_META, **_prefixed("spec.template.spec", _POD_SPEC), **_conditions()},
+    ),
+    ResourceType(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        namespaced=False,
+        singular="customresourcedefinition",
+        short_names=("crd", "crds"),
+        status_subresource=True,
+        generation=True,
+        list_keys=dict(_META),
+    ),
 ]
 
 
@@ -161,6 +239,7 @@ def resource_types_from_crd(crd: dict[str, Any]) -> list[ResourceType]:
                 set_lists=sets,
                 strategic_merge=False,
                 schema=schema,
+                printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
                 custom=True,
             )
         )

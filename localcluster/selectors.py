@@ -138,8 +138,11 @@ def parse_field_selector(text: str | None, kind: str) -> list[FieldRequirement]:
                 path, _, value = part.partition(op)
                 path = path.strip()
                 if path not in allowed:
-                    raise ApiError(400, f'"{path}" is not a known field selector: only '
-                                   f'"metadata.name", "metadata.namespace"')
+                    raise ApiError(
+                        400,
+                        f'"{path}" is not a known field selector: only '
+                        f'"metadata.name", "metadata.namespace"',
+                    )
                 out.append(FieldRequirement(path, "!=" if op == "!=" else "=", value.strip()))
                 break
         else:

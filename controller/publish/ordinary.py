@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from controller.publish.kube import Objects
-from controller.render import RenderOutput
+from controller.render import RenderedFile, RenderOutput, build_plan, checksum, plan_id
 from controller.retained.checkpoint import (
     API_VERSION,
     CHILD_KINDS,
@@ -34,6 +34,12 @@ CERT_KEY = "tls.pem"
 
 def _slug(path: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", path.lower()).strip("-")[:200]
+
+
+def _decode(spec: Mapping[str, Any]) -> bytes:
+    if spec.get("compressed"):
+        return gzip.decompress(base64.b64decode(spec["content"]))
+    return str(spec["content"]).encode()
 
 
 def _content(data: bytes) -> tuple[str, bool]:
@@ -187,6 +193,39 @@ class OrdinaryPublisher:
         elif existing.get("data") != data:
             existing["data"] = data
             self.objects.replace_secret(existing)
+
+    def read_output(self) -> RenderOutput | None:
+        """The published output rebuilt from the HAProxyCfg and its children, or None when
+        it is missing, incomplete or does not match its checksum. A new leader seeds its
+        plan memory with it, so pods already running it are diffed, not reloaded."""
+        cfg = self.objects.get(CFG_PLURAL, self.name)
+        if cfg is None:
+            return None
+        spec = cfg.get("spec") or {}
+        try:
+            files = [RenderedFile("haproxy.cfg", "config", _decode(spec))]
+            aux = spec.get("auxiliaryFiles") or {}
+            for file_kind, (_, plural, ref_list, _) in CHILD_KINDS.items():
+                for ref in aux.get(ref_list) or ():
+                    child = self.objects.get(plural, ref["name"])
+                    if child is None:
+                        return None
+                    files.append(RenderedFile(ref["path"], file_kind, _decode(child["spec"])))
+            for ref in aux.get("certificates") or ():
+                secret = self.objects.get_secret(ref["secretName"])
+                if secret is None:
+                    return None
+                raw = base64.b64decode((secret.get("data") or {})[ref.get("key") or CERT_KEY])
+                files.append(RenderedFile(ref["path"], "certificate", raw))
+        except (KeyError, ValueError, OSError, EOFError):
+            return None
+        files.sort(key=lambda f: f.path)
+        if checksum(files) != spec.get("checksum"):
+            return None
+        plan = build_plan(files)
+        return RenderOutput(
+            tuple(files), plan, plan_id(plan), checksum(files), plan["structure_digest"]
+        )
 
     def publish_receipts(
         self, entries: Mapping[str, Mapping[str, Any]], present_pods: Iterable[str] | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,9 @@ class RenderInput:
     Objects are plain dicts as the Kubernetes API returns them (camelCase). Order does not
     matter: the render sorts everything. `resources` holds custom watched resources by their
     name in spec.watchedResources, `http_resources` the fetched bodies by name.
+    `previous_plan` (optional) is the plan of the last render: endpoints keep their server
+    slots, so an endpoint change becomes the fewest runtime operations. Without it servers
+    fill the slots in address order.
     """
 
     template_config: Mapping[str, Any]
@@ -44,6 +48,7 @@ class RenderInput:
     pods: Sequence[Mapping[str, Any]] = ()
     resources: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     http_resources: Mapping[str, str] = field(default_factory=dict)
+    previous_plan: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,8 @@ class RenderOutput:
 
     `plan` is the canonical plan (JSON-able dict): backends -> server slots, map entries per
     map file, file digests and the structure digest. `plan_id` is the hex sha256 of its
-    canonical JSON, `checksum` covers every byte of every file.
+    canonical JSON, `checksum` covers every byte of every file. `warnings` lists watched
+    objects skipped (and why); they never stop the render.
     """
 
     files: tuple[RenderedFile, ...]
@@ -78,6 +84,10 @@ class RenderOutput:
     checksum: str
     structure_digest: str
     warnings: tuple[str, ...] = ()
+    # ADR-0034: "namespace/name" of the pods holding the readiness gate whose endpoints this
+    # render routes to; the status applier sets their condition once every HAProxy pod runs
+    # this render. Empty with the gate off.
+    gate_ready_pods: tuple[str, ...] = ()
 
     def file(self, path: str) -> RenderedFile:
         for f in self.files:
@@ -91,3 +101,16 @@ class RenderOutput:
 
     def paths(self) -> list[str]:
         return [f.path for f in self.files]
+
+    def manifest_files(self) -> list[dict[str, Any]]:
+        """The `files` list of the agent apply manifest (docs/contracts.md), path order."""
+        return [
+            {
+                "path": f.path,
+                "kind": f.kind,
+                "sha256": f.sha256,
+                "size": f.size,
+                "content_b64": base64.b64encode(f.content).decode("ascii"),
+            }
+            for f in self.files
+        ]

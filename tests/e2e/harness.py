@@ -16,6 +16,7 @@ import kubernetes
 
 from agents.client import AgentClient, AgentState
 from haptic_site import stack
+from localcluster.node import NodeAgent
 from localcluster.testing import ApiServer
 
 LOG_ROOT = Path(os.environ.get("HAPTIC_TEST_ARTIFACTS", stack.REPO_ROOT / "test-artifacts"))
@@ -28,6 +29,7 @@ class System:
     token_file: Path
     log_dir: Path
     queue_suffix: str
+    node: NodeAgent
     controllers: dict[str, stack.Process] = field(default_factory=dict)
     redis_url: str | None = None
 
@@ -145,6 +147,7 @@ class System:
     def stop(self) -> None:
         for proc in self.controllers.values():
             proc.stop(grace=30)
+        self.node.stop(timeout=30)
         self.api.stop()
 
 
@@ -159,12 +162,21 @@ def start_system(
     log_dir = LOG_ROOT / name
     shutil.rmtree(log_dir, ignore_errors=True)
     log_dir.mkdir(parents=True, exist_ok=True)
-    api = ApiServer.start(state_dir, command="up")
+    api = ApiServer.start(state_dir)
+    # The node runs in this process (its pods are process groups it kills on stop).
+    node = NodeAgent(api_url=api.url, state_dir=state_dir, kubeconfig=api.kubeconfig)
+    node.start()
     token = stack.new_token()
     token_file = state_dir / "agent-token"
     token_file.write_text(token + "\n")
     system = System(
-        api, token, token_file, log_dir, uuid.uuid4().hex[:8], redis_url=os.environ.get("REDIS_URL")
+        api,
+        token,
+        token_file,
+        log_dir,
+        uuid.uuid4().hex[:8],
+        node,
+        redis_url=os.environ.get("REDIS_URL"),
     )
     try:
         system.apply(stack.base_objects(token))

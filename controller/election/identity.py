@@ -1,0 +1,12 @@
+"""Who this replica is in the election: the pod name, else hostname_pid."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+
+def replica_identity(environ: dict[str, str] | None = None) -> str:
+    env = os.environ if environ is None else environ
+    name = (env.get("POD_NAME") or "").strip()
+    return name or f"{socket.gethostname()}_{os.getpid()}"

@@ -1,0 +1,54 @@
+"""Runs election rounds in a thread, one after another, until stopped.
+
+client-go's LeaderElector.Run returns for good once a lease is lost; the controller
+supervises it and starts a fresh round in the same process, so the rest of the replica
+(watch caches, health endpoints) keeps serving as a follower.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from controller.election.elector import GRACEFUL_SHUTDOWN, LeaderElector
+
+log = logging.getLogger(__name__)
+
+
+class ElectionSupervisor:
+    def __init__(self, elector: LeaderElector, name: str | None = None):
+        self.elector = elector
+        self.rounds = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=name or f"elector-{elector.identity}", daemon=True
+        )
+
+    def start(self) -> ElectionSupervisor:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Graceful stop: end the term (stopping leader work), release the Lease, return
+        True once the election thread has finished."""
+        self._stop.set()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.rounds += 1
+            try:
+                reason = self.elector.run(self._stop)
+            except Exception:
+                # A bug in a round must not end elections in this replica for good.
+                log.exception("%s: election round failed", self.elector.identity)
+                reason = "error"
+            if reason not in ("stopped", GRACEFUL_SHUTDOWN):
+                log.info("%s: re-entering election after %s", self.elector.identity, reason)
+                # Back off one retry period before competing again.
+                self._stop.wait(self.elector.timing.retry_period)

@@ -1,0 +1,503 @@
+"""The controller process model: each replica is a Celery worker that also runs the elector.
+
+A consumer bootstep (enabled with `celery -A haptic_site worker --leader-election`) starts,
+once per worker process:
+
+* the all-replica components (`ReplicaComponents`, e.g. the watch caches), and
+* the election supervisor thread. For each term this replica wins, it starts consuming the
+  leader queue and starts the leader-only components (`LeaderComponents`) with the term;
+  when the term ends (lost lease, renew deadline, graceful stop) it cancels the queue
+  consumer and stops those components before the Lease can pass to another replica.
+
+Tasks on the leader queue run in this process (use `--pool threads` or `--pool solo`, not
+prefork) so they can see the caches and the local term; see controller.leader_tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import click
+from celery import Celery, bootsteps
+from kubernetes import client, config
+
+from controller.election.elector import ElectionCallbacks, LeaderElector
+from controller.election.events import EventRecorder
+from controller.election.identity import replica_identity
+from controller.election.lease_store import KubeLeaseStore
+from controller.election.metrics import default_metrics
+from controller.election.supervisor import ElectionSupervisor
+from controller.election.template_config import load_election_settings
+from controller.election.term import FencingToken, Term
+from controller.election.timing import ElectionSettings
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEADER_QUEUE = "leader"
+
+StartFn = Callable[[Term], None]
+StopFn = Callable[[Term], None]
+
+
+# -- component registries ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Component:
+    name: str
+    start: Callable[..., None]
+    stop: Callable[..., None] | None
+    drain: Callable[..., None] | None = None
+
+
+class LeaderComponents:
+    """Leader-only components: `start_fn(term)` at the start of every term this replica wins,
+    `stop_fn(term)` when it ends. `term.token` is the fencing token; `term.is_valid()` and
+    `term.wait_ended()` let long-running work notice the end by itself. Both functions run
+    on the elector thread and must return promptly (start threads, do not block).
+
+    `drain_fn(term)`, if given, runs on a graceful worker stop while the term still renews
+    (ADR-0033: finish and publish what was dispatched before releasing the Lease); all
+    drains together are bounded by `ReplicaRuntime.drain_timeout` (15 s)."""
+
+    _components: list[_Component] = []
+    _lock = threading.Lock()
+
+    @classmethod
+    def register(
+        cls,
+        start_fn: StartFn,
+        stop_fn: StopFn | None = None,
+        name: str = "",
+        drain_fn: StopFn | None = None,
+    ) -> None:
+        with cls._lock:
+            cls._components.append(_Component(name or _name(start_fn), start_fn, stop_fn, drain_fn))
+
+    @classmethod
+    def registered(cls) -> list[_Component]:
+        with cls._lock:
+            return list(cls._components)
+
+    @classmethod
+    def clear(cls) -> None:
+        with cls._lock:
+            cls._components.clear()
+
+
+class ReplicaComponents:
+    """All-replica components (watch caches...): `start_fn(runtime)` once per process at
+    worker start, `stop_fn(runtime)` at worker shutdown."""
+
+    _components: list[_Component] = []
+    _lock = threading.Lock()
+
+    @classmethod
+    def register(
+        cls,
+        start_fn: Callable[[ReplicaRuntime], None],
+        stop_fn: Callable[[ReplicaRuntime], None] | None = None,
+        name: str = "",
+    ) -> None:
+        with cls._lock:
+            cls._components.append(_Component(name or _name(start_fn), start_fn, stop_fn))
+
+    @classmethod
+    def registered(cls) -> list[_Component]:
+        with cls._lock:
+            return list(cls._components)
+
+    @classmethod
+    def clear(cls) -> None:
+        with cls._lock:
+            cls._components.clear()
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+# -- configuration ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    identity: str
+    namespace: str
+    template_name: str
+    leader_queue: str
+    kubeconfig: str
+
+    @classmethod
+    def from_environment(cls) -> RuntimeConfig:
+        """POD_NAME, HAPTIC_NAMESPACE, HAPTIC_TEMPLATE_CONFIG, HAPTIC_LEADER_QUEUE and
+        HAPTIC_KUBECONFIG (empty: in-cluster config)."""
+        return cls(
+            identity=replica_identity(),
+            namespace=os.environ.get("HAPTIC_NAMESPACE") or "haptic",
+            template_name=os.environ.get("HAPTIC_TEMPLATE_CONFIG") or "haptic",
+            leader_queue=leader_queue_name(),
+            kubeconfig=os.environ.get("HAPTIC_KUBECONFIG", ""),
+        )
+
+
+def leader_queue_name() -> str:
+    return os.environ.get("HAPTIC_LEADER_QUEUE") or DEFAULT_LEADER_QUEUE
+
+
+def make_api_client(kubeconfig: str) -> client.ApiClient:
+    if kubeconfig:
+        return config.new_client_from_config(config_file=kubeconfig)
+    configuration = client.Configuration()
+    config.load_incluster_config(client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+# -- the runtime of one replica ----------------------------------------------------------
+
+
+class QueueSwitch:
+    """Adds and cancels the leader-queue consumer from the elector thread.
+
+    The consumer belongs to the worker's event loop; `call_soon` hands the change to that
+    loop (and wakes it). We wait a bounded time for the loop to apply it: messages already
+    reserved are still fenced by their tasks, so a slow loop delays nothing that matters.
+    """
+
+    def __init__(self, queue: str, wait: float = 1.0):
+        self.queue = queue
+        self.wait = wait
+        self._consumer: Any = None
+        self.consuming = False
+        self.closed = False
+
+    def attach(self, consumer: Any) -> None:
+        self._consumer = consumer
+
+    def add(self) -> bool:
+        self.consuming = True
+        # Not waited for: the elector thread must get back to renewing.
+        return self._call(lambda c: c.add_task_queue(self.queue), wait=False)
+
+    def cancel(self) -> bool:
+        self.consuming = False
+        return self._call(lambda c: c.cancel_task_queue(self.queue))
+
+    def close_from_loop(self) -> None:
+        """On worker shutdown, from the consumer's own thread (whose loop no longer runs
+        callbacks): cancel directly, and make later add/cancel calls no-ops."""
+        self.closed = True
+        consumer = self._consumer
+        if consumer is not None and self.consuming:
+            self.consuming = False
+            try:
+                consumer.cancel_task_queue(self.queue)
+            except Exception:
+                log.exception("could not cancel the leader queue consumer")
+
+    def _call(self, fn: Callable[[Any], None], wait: bool = True) -> bool:
+        consumer = self._consumer
+        if consumer is None or self.closed:
+            return False
+        done = threading.Event()
+
+        def apply() -> None:
+            try:
+                fn(consumer)
+            finally:
+                done.set()
+
+        consumer.call_soon(apply)
+        return done.wait(self.wait) if wait else True
+
+
+class ReplicaRuntime:
+    """Elector, all-replica components and the per-term leader work of one process."""
+
+    def __init__(
+        self,
+        cfg: RuntimeConfig,
+        api_client: client.ApiClient,
+        settings: ElectionSettings,
+        queue_switch: QueueSwitch | None = None,
+    ):
+        self.config = cfg
+        self.api_client = api_client
+        self.settings = settings
+        self.queue_switch = queue_switch or QueueSwitch(cfg.leader_queue)
+        self.store = KubeLeaseStore(api_client, cfg.namespace, settings.lease_name)
+        self.events = EventRecorder(
+            api_client, cfg.namespace, settings.lease_name, cfg.identity, lambda: self.store.uid
+        )
+        self.elector = LeaderElector(
+            self.store,
+            cfg.identity,
+            settings.timing,
+            callbacks=ElectionCallbacks(
+                on_started_leading=self._on_started_leading,
+                on_stopped_leading=self._on_stopped_leading,
+            ),
+            metrics=default_metrics(),
+            events=self.events,
+        )
+        self.supervisor = ElectionSupervisor(self.elector)
+        self._term: Term | None = None
+        self._work: TermWork | None = None
+        self._started_replica: list[_Component] = []
+        self._lock = threading.Lock()
+        self._shut_down = False
+
+    @property
+    def identity(self) -> str:
+        return self.config.identity
+
+    def current_term(self) -> Term | None:
+        """The term this process holds and may still act on, else None."""
+        term = self._term
+        return term if term is not None and term.is_valid() else None
+
+    def current_token(self) -> FencingToken | None:
+        term = self.current_term()
+        return term.token if term is not None else None
+
+    def start(self) -> None:
+        for component in ReplicaComponents.registered():
+            try:
+                component.start(self)
+                self._started_replica.append(component)
+            except Exception:
+                log.exception("all-replica component %s failed to start", component.name)
+        self.supervisor.start()
+        log.info("%s: elector started on lease %s", self.identity, self.settings.lease_name)
+
+    drain_timeout = 15.0
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Graceful stop: leader components drain (the term still renews), leader work
+        stops, the Lease is released, then the all-replica components stop."""
+        with self._lock:
+            if self._shut_down:
+                return
+            self._shut_down = True
+        self._drain()
+        self.supervisor.stop(timeout)
+        for component in reversed(self._started_replica):
+            if component.stop is not None:
+                try:
+                    component.stop(self)
+                except Exception:
+                    log.exception("all-replica component %s failed to stop", component.name)
+        self.events.close()
+
+    def _drain(self) -> None:
+        work = self._work
+        if work is not None and work.term.is_valid():
+            work.drain(self.drain_timeout)
+
+    def _on_started_leading(self, term: Term) -> None:
+        # Components start on their own thread: a slow start must not delay renewals.
+        work = TermWork(term, LeaderComponents.registered(), self.identity)
+        with self._lock:
+            self._term = term
+            self._work = work
+        self.queue_switch.add()
+        work.start()
+
+    def _on_stopped_leading(self, term: Term, reason: str) -> None:
+        # Stop taking new leader work first, then tear down what runs.
+        self.queue_switch.cancel()
+        with self._lock:
+            work = self._work if self._work is not None and self._work.term is term else None
+            if work is not None:
+                self._work = None
+            if self._term is term:
+                self._term = None
+        if work is not None:
+            work.stop()
+        log.info("%s: leader work stopped (%s)", self.identity, reason)
+
+
+class TermWork:
+    """The leader components of one term: started in order on a thread of their own,
+    drained on a graceful stop, stopped exactly once in reverse order.
+
+    A component whose start returns after the term was stopped is stopped at once, so a
+    slow start never leaves work running past its term."""
+
+    def __init__(self, term: Term, components: list[_Component], identity: str):
+        self.term = term
+        self._components = components
+        self._lock = threading.Lock()
+        self._started: list[_Component] = []
+        self._stopped = False
+        self._thread = threading.Thread(
+            target=self._start_all, name=f"term-{identity}-{term.token.epoch}", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _start_all(self) -> None:
+        for component in self._components:
+            with self._lock:
+                if self._stopped or not self.term.is_valid():
+                    return
+            try:
+                component.start(self.term)
+            except Exception:
+                log.exception("leader component %s failed to start", component.name)
+                continue
+            with self._lock:
+                if not self._stopped:
+                    self._started.append(component)
+                    continue
+            self._stop_one(component)
+
+    def drain(self, timeout: float) -> None:
+        self._thread.join(timeout)
+        with self._lock:
+            drains = [c for c in self._started if c.drain is not None]
+        if not drains:
+            return
+
+        def run() -> None:
+            for component in drains:
+                if not self.term.is_valid():
+                    return  # renewal failed: the drain ends with the term
+                try:
+                    assert component.drain is not None
+                    component.drain(self.term)
+                except Exception:
+                    log.exception("leader component %s failed to drain", component.name)
+
+        worker = threading.Thread(target=run, name=f"{self._thread.name}-drain", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if worker.is_alive():
+            log.warning("drain of %r did not finish in %.0fs", self.term, timeout)
+
+    def stop(self, start_wait: float = 0.5) -> None:
+        # Give a start in progress a moment, but never wait long: the term is over.
+        self._thread.join(start_wait)
+        with self._lock:
+            self._stopped = True
+            started, self._started = self._started, []
+        for component in reversed(started):
+            self._stop_one(component)
+
+    def _stop_one(self, component: _Component) -> None:
+        if component.stop is None:
+            return
+        try:
+            component.stop(self.term)
+        except Exception:
+            log.exception("leader component %s failed to stop", component.name)
+
+
+_runtime: ReplicaRuntime | None = None
+
+
+def current_runtime() -> ReplicaRuntime | None:
+    """The runtime of this worker process, if it runs the elector."""
+    return _runtime
+
+
+# -- Celery wiring ------------------------------------------------------------------------
+
+
+class LeaderElectionStep(bootsteps.StartStopStep):
+    """Consumer bootstep: starts the replica runtime once; releases on worker shutdown.
+
+    Consumer steps restart when the broker connection drops; the elector must not, so the
+    runtime is created on the first start and only the consumer reference is refreshed.
+    The leader queue stays selected in app.amqp.queues, so a reconnected consumer keeps
+    consuming it while the term lasts.
+    """
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)
+
+    def __init__(self, parent: Any, leader_election: bool = False, **kwargs: Any):
+        self.enabled = bool(leader_election)
+        super().__init__(parent, **kwargs)
+
+    def start(self, c: Any) -> None:
+        global _runtime
+        if _runtime is None:
+            cfg = RuntimeConfig.from_environment()
+            _select_without(c, cfg.leader_queue)
+            api_client = make_api_client(cfg.kubeconfig)
+            settings = _election_settings(api_client, cfg)
+            if not settings.enabled:
+                # Without a Lease there is no epoch to fence with; a single replica still
+                # wins its Lease at once, so electing costs nothing.
+                log.warning("leaderElection.enabled=false is not supported: electing anyway")
+            _runtime = ReplicaRuntime(cfg, api_client, settings)
+            _runtime.queue_switch.attach(c)
+            pool = type(getattr(c, "pool", None)).__module__
+            if "prefork" in pool:
+                log.error("leader tasks need --pool threads or solo to see the local term")
+            _runtime.start()
+        else:
+            _runtime.queue_switch.attach(c)
+
+    def stop(self, c: Any) -> None:
+        # Called on connection restarts too; only a closing blueprint means shutdown.
+        if c.blueprint.state in (bootsteps.CLOSE, bootsteps.TERMINATE):
+            self.shutdown(c)
+
+    def shutdown(self, c: Any) -> None:
+        if _runtime is not None:
+            # We are on the consumer's thread and its loop has stopped: a queue change
+            # handed to the loop would wait in vain, so cancel here first.
+            _runtime.queue_switch.close_from_loop()
+            _runtime.shutdown()
+
+
+def _election_settings(api_client: client.ApiClient, cfg: RuntimeConfig) -> ElectionSettings:
+    """The template config's election settings; defaults if they cannot be read.
+
+    Falling back is safe: every replica judges a lease by the duration its holder recorded
+    and stops acting at its own renew deadline, so replicas with different timings still
+    never overlap; only the failover time differs."""
+    try:
+        return load_election_settings(api_client, cfg.namespace, cfg.template_name, timeout=5.0)
+    except Exception as exc:
+        log.error(
+            "cannot read election settings from %s: %s; using defaults", cfg.template_name, exc
+        )
+        return ElectionSettings()
+
+
+def _select_without(c: Any, leader_queue: str) -> None:
+    """Pin the worker's queue selection to what it consumes now, minus the leader queue.
+
+    Without an explicit selection Celery consumes every known queue, and a queue becomes
+    known when a task is routed to it: a follower that sent a leader task would consume
+    the leader queue after its next reconnect. Only a term adds it."""
+    queues = c.app.amqp.queues
+    names = [name for name in queues.consume_from if name != leader_queue]
+    queues.select(names)
+    if c.task_consumer is not None and any(q.name == leader_queue for q in c.task_consumer.queues):
+        c.cancel_task_queue(leader_queue)
+
+
+def install(app: Celery) -> None:
+    """Register the bootstep and its worker option on `app` (idempotent)."""
+    if LeaderElectionStep in app.steps["consumer"]:
+        return
+    app.steps["consumer"].add(LeaderElectionStep)
+    app.user_options["worker"].add(
+        click.Option(
+            ["--leader-election"],
+            is_flag=True,
+            default=False,
+            help="Run the haptic elector and leader-only work in this worker.",
+        )
+    )
+    # The fenced leader tasks are part of the process model.
+    import controller.leader_tasks  # noqa: F401

@@ -1,0 +1,194 @@
+"""Run the API server as a subprocess for tests: `with ApiServer.start() as api: ...`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _launch(
+    state_dir: Path, port: int, extra_args: list[str], timeout: float
+) -> tuple[subprocess.Popen[str], str, str]:
+    """Start `python -m localcluster serve` and wait for its `ready` line."""
+    cmd = [
+        sys.executable, "-m", "localcluster", "serve", "--port", str(port),
+        "--state-dir", str(state_dir), *extra_args,
+    ]  # fmt: skip
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        cwd=str(REPO_ROOT),
+    )  # fmt: skip
+    url = admin_url = ""
+    lines: list[str] = []
+    assert proc.stdout is not None
+    # A reader thread, so a server that hangs before "ready" cannot block us past timeout.
+    ready = threading.Event()
+
+    def read_until_ready() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if line.strip() == "ready":
+                break
+        ready.set()
+
+    reader = threading.Thread(target=read_until_ready, daemon=True)
+    reader.start()
+    ready.wait(timeout)
+    for line in lines:
+        if line.startswith("apiserver listening on "):
+            url = line.split()[-1]
+        elif line.startswith("admin listening on "):
+            admin_url = line.split()[-1]
+    if not ready.is_set() or not url or not admin_url or proc.poll() is not None:
+        proc.kill()
+        proc.wait()
+        raise RuntimeError("localcluster did not start:\n" + "".join(lines))
+    reader.join()
+    return proc, url, admin_url
+
+
+class ApiServer:
+    """A `python -m localcluster serve` process on a free port, with its kubeconfig."""
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[str],
+        url: str,
+        admin_url: str,
+        state_dir: Path,
+        own_dir: bool,
+        extra_args: list[str],
+    ) -> None:
+        self.url = url
+        self.admin_url = admin_url
+        self.state_dir = state_dir
+        self.kubeconfig = state_dir / "kubeconfig"
+        self._own_dir = own_dir
+        self._extra_args = extra_args
+        self._output: list[str] = []
+        self._attach(proc)
+
+    def _attach(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self._drain = threading.Thread(target=self._read_rest, args=(proc,), daemon=True)
+        self._drain.start()
+
+    @classmethod
+    def start(
+        cls,
+        state_dir: Path | None = None,
+        port: int = 0,
+        extra_args: list[str] | None = None,
+        timeout: float = 30.0,
+    ) -> ApiServer:
+        """Start a server; without state_dir it uses a temporary one removed by stop()."""
+        own_dir = state_dir is None
+        if state_dir is None:
+            state_dir = Path(tempfile.mkdtemp(prefix="localcluster-test-"))
+        args = list(extra_args or [])
+        try:
+            proc, url, admin_url = _launch(state_dir, port, args, timeout)
+        except BaseException:
+            if own_dir:
+                shutil.rmtree(state_dir, ignore_errors=True)
+            raise
+        return cls(proc, url, admin_url, state_dir, own_dir, args)
+
+    def _read_rest(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            self._output.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self._output)
+
+    @property
+    def port(self) -> int:
+        return urllib.parse.urlsplit(self.url).port or 0
+
+    def configuration(self) -> kubernetes.client.Configuration:
+        config = kubernetes.client.Configuration()
+        config.host = self.url
+        return config
+
+    def api_client(self) -> kubernetes.client.ApiClient:
+        """A fresh client for this server, as `load_kube_config` on its kubeconfig builds it."""
+        config = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config(
+            config_file=str(self.kubeconfig), client_configuration=config
+        )
+        return kubernetes.client.ApiClient(config)
+
+    def _admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(
+            self.admin_url + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read() or b"null")
+
+    def add_fault(self, **kw: Any) -> int:
+        """Inject a fault (see localcluster/README.md); returns its id."""
+        return int(self._admin("POST", "/admin/faults", kw)["id"])
+
+    def remove_fault(self, fault_id: int) -> None:
+        self._admin("DELETE", f"/admin/faults/{fault_id}")
+
+    def clear_faults(self) -> None:
+        self._admin("DELETE", "/admin/faults")
+
+    def state(self) -> dict[str, Any]:
+        return self._admin("GET", "/admin/state")
+
+    def _end(self, sig: int, timeout: float) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._drain.join(timeout=5)
+
+    def kill(self) -> None:
+        """SIGKILL the server (a crash); restart() brings it back with its state."""
+        self._end(signal.SIGKILL, 10)
+
+    def restart(self, timeout: float = 30.0) -> None:
+        """Stop (if running) and start again on the same port with the same state dir."""
+        self._end(signal.SIGTERM, 15)
+        proc, url, admin_url = _launch(self.state_dir, self.port, self._extra_args, timeout)
+        self.url, self.admin_url = url, admin_url
+        self._attach(proc)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self._end(signal.SIGTERM, timeout)
+        if self._own_dir:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def __enter__(self) -> ApiServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,144 @@
+"""From render to traffic: an Ingress routes HTTP through every HAProxy pod (issue 7)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterator
+
+import pytest
+
+from haptic_site import stack
+from haptic_site.stack import wait_for
+from tests.e2e.harness import System, start_system
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def system() -> Iterator[System]:
+    system = start_system("routing", haproxy_replicas=2)
+    try:
+        system.apply(stack.backend("echo", replicas=1))
+        system.apply([stack.ingress("echo", "x.example", "echo")])
+        yield system
+    finally:
+        system.stop()
+
+
+def test_an_ingress_routes_http_through_every_haproxy_pod(system: System) -> None:
+    wait_for(lambda: len(system.haproxy_pods(ready_only=False)) == 2, 60, what="haproxy pods")
+    wait_for(lambda: system.serves("x.example", "echo-"), 90, what="x.example served")
+    for pod in system.haproxy_pods(ready_only=False):
+        assert system.get(pod, "x.example").status_code == 200
+        assert system.get(pod, "unknown.example").status_code == 404
+    # Configured pods turn Ready (their readiness endpoint stops answering 503).
+    wait_for(lambda: len(system.haproxy_pods(ready_only=True)) == 2, 30, what="pods Ready")
+    # Every agent reports the same plan; receipts are published.
+    plans = {system.agent_state(p).applied_plan_id for p in system.haproxy_pods()}
+    assert len(plans) == 1 and None not in plans
+    published = wait_for(
+        lambda: (system.published() or {}).get("status", {}).get("deployedToPods"),
+        30,
+        what="receipts",
+    )
+    assert {e["podName"] for e in published} == {
+        p.metadata.name for p in system.haproxy_pods(ready_only=False)
+    }
+
+
+def _workers(system: System) -> dict[str, tuple]:
+    """Worker pid and start time per HAProxy pod, from the agents."""
+    out = {}
+    for pod in system.haproxy_pods(ready_only=False):
+        worker = system.agent_state(pod).worker or {}
+        out[pod.metadata.name] = (worker.get("pid"), worker.get("start_time"))
+    return out
+
+
+def _backend_names(system: System, host: str, tries: int = 30) -> set[str]:
+    """Which backend pods answer through the HAProxy pods (round robin)."""
+    seen = set()
+    for pod in system.haproxy_pods(ready_only=False):
+        for _ in range(tries):
+            response = system.get(pod, host)
+            if response.status_code == 200:
+                seen.add(response.headers.get("X-Pod-Name", ""))
+    return seen
+
+
+def test_scaling_the_backend_changes_servers_without_a_reload(system: System) -> None:
+    wait_for(lambda: system.serves("x.example", "echo-"), 90, what="x.example served")
+    before = _workers(system)
+    reloads = {
+        p.metadata.name: system.agent_state(p).reload_count
+        for p in system.haproxy_pods(ready_only=False)
+    }
+    system.scale("echo", 3)
+    wait_for(
+        lambda: len(_backend_names(system, "x.example", 10)) == 3, 90, what="three backends serving"
+    )
+    assert _workers(system) == before  # no worker replaced anywhere
+    assert {
+        p.metadata.name: system.agent_state(p).reload_count
+        for p in system.haproxy_pods(ready_only=False)
+    } == reloads
+
+
+def test_a_new_haproxy_pod_gets_the_config_without_any_other_change(system: System) -> None:
+    wait_for(lambda: system.serves("x.example", "echo-"), 90, what="x.example served")
+    system.scale("haproxy", 3)
+    wait_for(lambda: len(system.haproxy_pods(ready_only=False)) == 3, 60, what="third pod")
+    wait_for(lambda: system.serves("x.example", "echo-"), 60, what="third pod serving")
+    wait_for(lambda: len(system.haproxy_pods(ready_only=True)) == 3, 30, what="all Ready")
+
+
+def test_leader_change_reloads_nothing(system: System) -> None:
+    wait_for(lambda: system.serves("x.example", "echo-"), 90, what="x.example served")
+    wait_for(lambda: system.leader() in system.controllers, 30, what="a leader")
+    before = _workers(system)
+    old_leader = system.leader()
+    old_epoch = int(system.leader_lease().metadata.annotations["haproxy-haptic.org/epoch"])
+    # Hand the Lease over: a graceful stop releases it, the other replica takes it.
+    system.controllers[old_leader].stop(grace=30)
+    wait_for(lambda: system.leader() not in (None, old_leader), 30, what="new leader")
+    new_epoch = int(system.leader_lease().metadata.annotations["haproxy-haptic.org/epoch"])
+    assert new_epoch > old_epoch
+    # The new leader renders, diffs against what agents report and deploys nothing new.
+    wait_for(lambda: system.serves("x.example", "echo-"), 30, what="still served")
+    assert _workers(system) == before
+    system.start_controller(old_leader)  # back to two replicas for the next tests
+
+
+def test_an_apply_from_an_old_term_is_refused_and_changes_nothing(system: System) -> None:
+    from agents.client import AgentConflict
+
+    wait_for(lambda: system.serves("x.example", "echo-"), 90, what="x.example served")
+    pod = system.haproxy_pods(ready_only=False)[0]
+    state = system.agent_state(pod)
+    epoch = state.applied_token["epoch"]
+    config = b"global\n    default-path config\n"
+    stale = {
+        "plan_id": "f" * 64,
+        "checksum": "sha256:" + hashlib.sha256(b"haproxy.cfg\0" + config + b"\0").hexdigest(),
+        "structure_digest": "0" * 64,
+        "token": {"holder": "controller-old", "epoch": epoch - 1, "sequence": 10**6},
+        "expected_previous_plan_id": state.applied_plan_id,
+        "mode": "reload",
+        "files": [
+            {
+                "path": "haproxy.cfg",
+                "kind": "config",
+                "sha256": hashlib.sha256(config).hexdigest(),
+                "size": len(config),
+                "content_b64": base64.b64encode(config).decode(),
+            }
+        ],
+        "runtime_operations": [],
+    }
+    with system.agent(pod) as client, pytest.raises(AgentConflict) as refused:
+        client.apply(stale)
+    assert refused.value.reason == "stale_epoch"
+    after = system.agent_state(pod)
+    assert after.applied_plan_id == state.applied_plan_id
+    assert after.worker == state.worker
