@@ -11,7 +11,7 @@ STAMP := $(VENV)/.requirements.stamp
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/haptic
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: run test lint format bench soak venv clean
+.PHONY: run test lint format bench soak venv clean browser
 
 venv: $(STAMP)
 
@@ -21,6 +21,14 @@ $(STAMP): requirements.txt
 	@$(PY) -m pip install --disable-pip-version-check -q --upgrade pip
 	@$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
 	@touch $(STAMP)
+
+# The browser test uses Debian's chromium; installed here when missing and we are root.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo ">> installing Debian's chromium for the browser test"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else echo "!! the browser test needs chromium (apt-get install chromium)"; fi; }
 
 run: $(STAMP)
 	@$(PY) -m haptic_site.run
@@ -33,7 +41,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: lint
+test: lint browser
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 		$(VENV)/bin/pytest $(PYTEST_ARGS)
 

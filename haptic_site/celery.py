@@ -3,10 +3,14 @@
 Controller replicas are workers of this app started with `--leader-election`
 (see README, "Process model"): the bootstep runs the elector, the watch caches and, while
 leader, the leader-only pipeline whose side effects run as fenced tasks on the leader queue.
+Cross-cluster Active/Standby is chosen with `--ha-mode` and the other `--ha-*` options
+(each also readable as HAPTIC_HA_<NAME> from the environment).
 """
 
 import os
+from dataclasses import fields
 
+import click
 from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "haptic_site.settings")
@@ -17,9 +21,37 @@ app.autodiscover_tasks()
 
 
 def _install_controller() -> None:
+    from controller.hub.config import HubConfig
     from controller.worker import install
 
     install(app)
+    for f in fields(HubConfig):
+        flag = "--ha-" + f.name.replace("_", "-")
+        if f.name == "mode":
+            option = click.Option(
+                [flag],
+                default=None,
+                type=click.Choice(["standalone", "active", "standby"]),
+                help="cross-cluster role (default standalone: inert)",
+            )
+        else:
+            option = click.Option([flag], default=None, help=f"hub setting {f.name}")
+        app.user_options["preload"].add(option)
+
+
+@signals.user_preload_options.connect
+def _hub_options(options: dict, **_: object) -> None:
+    # Flags become HAPTIC_HA_* so every part reads one source; validate at start-up.
+    from controller.hub.config import HubConfig
+
+    for f in fields(HubConfig):
+        value = options.get(f"ha_{f.name}")
+        if value is not None:
+            os.environ[f"HAPTIC_HA_{f.name.upper()}"] = str(value)
+    try:
+        HubConfig.from_env()
+    except ValueError as exc:
+        raise click.UsageError(f"invalid --ha-* setting: {exc}") from exc
 
 
 @signals.worker_init.connect

@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
+from rest_framework.authtoken.views import obtain_auth_token
 
 from checkpoints.api.docs import api_docs
 from checkpoints.api.permissions import IsViewer
@@ -20,6 +21,8 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", include("checkpoints.api.urls")),
+    # POST username + password -> {"token": ...} for `Authorization: Token <key>`.
+    path("api/auth/token/", obtain_auth_token, name="api-token"),
     path(
         "api/schema/",
         SpectacularAPIView.as_view(permission_classes=[IsViewer]),

@@ -1,0 +1,241 @@
+"""REST serializers. List serializers stay small; details carry content."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from checkpoints.models import (
+    AuditLog,
+    Checkpoint,
+    CheckpointFile,
+    DeploymentIntent,
+    HubStatus,
+    KubeEvent,
+    LeadershipTerm,
+    MirrorState,
+    PodReceipt,
+    RecoveryReview,
+    RecoveryVerdict,
+    TaskRun,
+)
+
+MIRROR_FIELDS = [
+    "id",
+    "uid",
+    "name",
+    "namespace",
+    "resource_version",
+    "created_at",
+    "first_seen_at",
+    "last_seen_at",
+    "collected",
+    "collected_at",
+]
+
+
+class CheckpointSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Checkpoint
+        fields = [
+            *MIRROR_FIELDS,
+            "template_name",
+            "template_uid",
+            "checksum",
+            "plan_id",
+            "path",
+            "compressed",
+            "promoted",
+            "receipt_pod_name",
+            "receipt_acknowledged_at",
+        ]
+
+
+class CheckpointFileSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = CheckpointFile
+        fields = ["id", "kind", "path", "checksum", "object_name", "object_uid", "content"]
+
+
+class WorkerReceiptSerializer(serializers.Serializer):
+    pod_name = serializers.CharField(source="receipt_pod_name")
+    pod_uid = serializers.CharField(source="receipt_pod_uid")
+    runtime_id = serializers.CharField(source="receipt_runtime_id")
+    checksum = serializers.CharField(source="receipt_checksum")
+    applied_plan_id = serializers.CharField(source="receipt_applied_plan_id")
+    running_plan_id = serializers.CharField(source="receipt_running_plan_id")
+    worker_ops_plan_id = serializers.CharField(source="receipt_worker_ops_plan_id")
+    mode = serializers.CharField(source="receipt_mode")
+    acknowledged_at = serializers.DateTimeField(source="receipt_acknowledged_at", allow_null=True)
+
+
+class CheckpointDetailSerializer(CheckpointSerializer):
+    files = CheckpointFileSerializer(many=True, read_only=True)
+    worker_receipt = WorkerReceiptSerializer(source="*", read_only=True)
+
+    class Meta(CheckpointSerializer.Meta):
+        fields = [
+            *CheckpointSerializer.Meta.fields,
+            "retained_plan_encoding",
+            "retained_plan_data",
+            "auxiliary_refs",
+            "worker_receipt",
+            "files",
+        ]
+
+
+class DiffSideSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    checksum = serializers.CharField()
+    plan_id = serializers.CharField()
+
+
+class FileDiffSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    kind = serializers.CharField()
+    status = serializers.ChoiceField(choices=["unchanged", "changed", "added", "removed"])
+    checksum_a = serializers.CharField(allow_null=True)
+    checksum_b = serializers.CharField(allow_null=True)
+    content_available = serializers.BooleanField()
+    diff = serializers.CharField(allow_blank=True)
+
+
+class CheckpointDiffSerializer(serializers.Serializer):
+    a = DiffSideSerializer()
+    b = DiffSideSerializer()
+    files = FileDiffSerializer(many=True)
+
+
+class DeploymentIntentSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DeploymentIntent
+        exclude = ["fingerprint"]
+
+
+class PodReceiptSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = PodReceipt
+        exclude = ["fingerprint"]
+
+
+class FleetPodSerializer(serializers.ModelSerializer):
+    """A pod as the fleet view shows it: its latest current receipt."""
+
+    matches_intent = serializers.SerializerMethodField()
+
+    class Meta:
+        model = PodReceipt
+        fields = [
+            "pod_name",
+            "pod_uid",
+            "runtime_id",
+            "applied_plan_id",
+            "running_plan_id",
+            "worker_ops_plan_id",
+            "checksum",
+            "mode",
+            "last_error",
+            "consecutive_errors",
+            "deployed_at",
+            "source_name",
+            "matches_intent",
+        ]
+
+    def get_matches_intent(self, obj: PodReceipt) -> bool | None:
+        intent = self.context.get("latest_intent")
+        if intent is None:
+            return None
+        return obj.applied_plan_id == intent.plan_id and obj.checksum == intent.checksum
+
+
+class LeadershipTermSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = LeadershipTerm
+        fields = "__all__"
+
+
+class KubeEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = KubeEvent
+        fields = "__all__"
+
+
+class HubStatusSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = HubStatus
+        fields = "__all__"
+
+
+class MirrorStateSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = MirrorState
+        fields = "__all__"
+
+
+class RecoveryVerdictSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = RecoveryVerdict
+        fields = ["id", "check_name", "pod_name", "passed", "detail", "recorded_at"]
+
+
+class RecoveryReviewSerializer(serializers.ModelSerializer):
+    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    checkpoint_name = serializers.CharField(source="checkpoint.name", read_only=True, default=None)
+    verdicts = RecoveryVerdictSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = RecoveryReview
+        fields = [
+            "id",
+            "status",
+            "reason",
+            "template_name",
+            "requested_by",
+            "requested_at",
+            "checkpoint",
+            "checkpoint_name",
+            "summary",
+            "haproxy_validation_output",
+            "evaluated_at",
+            "decided_by",
+            "decided_at",
+            "decision_comment",
+            "expires_at",
+            "outcome",
+            "finished_at",
+            "verdicts",
+        ]
+        read_only_fields = [f for f in fields if f not in ("reason", "template_name")]
+
+
+class RecoveryReviewCreateSerializer(serializers.Serializer):
+    reason = serializers.CharField(allow_blank=False, trim_whitespace=True, max_length=5000)
+    template_name = serializers.CharField(required=False, allow_blank=True, max_length=253)
+
+
+class DecisionSerializer(serializers.Serializer):
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=5000)
+
+
+class AuditLogSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditLog
+        fields = ["id", "at", "actor_name", "action", "object_type", "object_id", "data"]
+
+
+def side(checkpoint: Checkpoint) -> dict[str, Any]:
+    return {
+        "id": checkpoint.pk,
+        "name": checkpoint.name,
+        "checksum": checkpoint.checksum,
+        "plan_id": checkpoint.plan_id,
+    }
+
+
+class TaskRunSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = TaskRun
+        fields = "__all__"

@@ -1,0 +1,215 @@
+"""REST API views. Shared base viewsets carry permissions, filtering and ordering."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.shortcuts import get_object_or_404
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.filters import OrderingFilter
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from checkpoints import filtersets, queries, recovery
+from checkpoints.api import serializers as s
+from checkpoints.api.permissions import IsViewer, ViewerReadsOperatorWrites
+from checkpoints.models import (
+    AuditLog,
+    Checkpoint,
+    DeploymentIntent,
+    HubStatus,
+    KubeEvent,
+    LeadershipTerm,
+    MirrorState,
+    PodReceipt,
+    RecoveryReview,
+    TaskRun,
+)
+
+
+class BaseReadOnlyViewSet(viewsets.ReadOnlyModelViewSet):
+    """Read-only listing for viewers, with filters and ordering."""
+
+    permission_classes = [IsViewer]
+    filter_backends = [DjangoFilterBackend, OrderingFilter]
+    ordering_fields: list[str] | str = "__all__"
+
+
+class CheckpointViewSet(BaseReadOnlyViewSet):
+    queryset = Checkpoint.objects.all()
+    filterset_class = filtersets.CheckpointFilterSet
+    ordering_fields = ["created_at", "name", "first_seen_at", "collected_at"]
+
+    def get_queryset(self) -> Any:
+        queryset = super().get_queryset()
+        if self.action == "retrieve":
+            return queryset.prefetch_related("files")
+        # The list never needs the stored bytes.
+        return queryset.defer("content", "retained_plan_data", "auxiliary_refs")
+
+    def get_serializer_class(self) -> type:
+        return s.CheckpointDetailSerializer if self.action == "retrieve" else s.CheckpointSerializer
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("a", OpenApiTypes.INT, required=True, description="checkpoint id"),
+            OpenApiParameter("b", OpenApiTypes.INT, required=True, description="checkpoint id"),
+        ],
+        responses=s.CheckpointDiffSerializer,
+        filters=False,
+    )
+    @action(detail=False, methods=["get"], pagination_class=None, filter_backends=[])
+    def diff(self, request: Request) -> Response:
+        """Unified diff of the config and of each auxiliary file (by path) of two checkpoints."""
+        ids = {}
+        for key in ("a", "b"):
+            raw = request.query_params.get(key, "")
+            if not raw.isdigit() or int(raw) > 2**62:
+                raise ValidationError({key: "a checkpoint id is required"})
+            ids[key] = int(raw)
+        files = Checkpoint.objects.prefetch_related("files")
+        a = get_object_or_404(files, pk=ids["a"])
+        b = get_object_or_404(files, pk=ids["b"])
+        payload = {"a": s.side(a), "b": s.side(b), "files": queries.checkpoint_diff(a, b)}
+        return Response(s.CheckpointDiffSerializer(payload).data)
+
+
+class DeploymentIntentViewSet(BaseReadOnlyViewSet):
+    queryset = DeploymentIntent.objects.all()
+    serializer_class = s.DeploymentIntentSerializer
+    filterset_class = filtersets.DeploymentIntentFilterSet
+    ordering_fields = ["recorded_at", "epoch", "first_seen_at"]
+
+
+class PodReceiptViewSet(BaseReadOnlyViewSet):
+    queryset = PodReceipt.objects.all()
+    serializer_class = s.PodReceiptSerializer
+    filterset_class = filtersets.PodReceiptFilterSet
+    ordering_fields = ["deployed_at", "pod_name", "first_seen_at"]
+
+
+class FleetViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """Pods with their latest reported receipt, and whether it matches the latest intent."""
+
+    permission_classes = [IsViewer]
+    serializer_class = s.FleetPodSerializer
+    filter_backends: list[type] = []
+
+    def get_queryset(self) -> Any:
+        return queries.fleet()
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = super().get_serializer_context()
+        context["latest_intent"] = queries.latest_intent()
+        return context
+
+
+class LeadershipTermViewSet(BaseReadOnlyViewSet):
+    queryset = LeadershipTerm.objects.all()
+    serializer_class = s.LeadershipTermSerializer
+    filterset_class = filtersets.LeadershipTermFilterSet
+    ordering_fields = ["acquired_at", "epoch"]
+
+
+class KubeEventViewSet(BaseReadOnlyViewSet):
+    queryset = KubeEvent.objects.all()
+    serializer_class = s.KubeEventSerializer
+    filterset_class = filtersets.KubeEventFilterSet
+    ordering_fields = ["last_timestamp", "count"]
+
+
+class HubStatusViewSet(BaseReadOnlyViewSet):
+    queryset = HubStatus.objects.all()
+    serializer_class = s.HubStatusSerializer
+    filterset_fields = ["mode", "template_name"]
+
+
+class MirrorStateViewSet(BaseReadOnlyViewSet):
+    queryset = MirrorState.objects.all()
+    serializer_class = s.MirrorStateSerializer
+    filterset_fields = ["kind"]
+
+
+class AuditLogViewSet(BaseReadOnlyViewSet):
+    queryset = AuditLog.objects.all()
+    serializer_class = s.AuditLogSerializer
+    filterset_class = filtersets.AuditLogFilterSet
+    ordering_fields = ["at"]
+
+
+class TaskRunViewSet(BaseReadOnlyViewSet):
+    queryset = TaskRun.objects.all()
+    serializer_class = s.TaskRunSerializer
+    filterset_fields = ["task_name", "status"]
+    ordering_fields = ["started_at"]
+
+
+class RecoveryReviewViewSet(
+    mixins.CreateModelMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Manual recovery reviews: viewers read; operators request, approve and reject."""
+
+    queryset = RecoveryReview.objects.select_related(
+        "requested_by", "decided_by", "checkpoint"
+    ).prefetch_related("verdicts")
+    serializer_class = s.RecoveryReviewSerializer
+    permission_classes = [ViewerReadsOperatorWrites]
+    filter_backends = [DjangoFilterBackend, OrderingFilter]
+    filterset_class = filtersets.RecoveryReviewFilterSet
+    ordering_fields = ["requested_at", "status"]
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        # Expiry is lazy as well as periodic: nobody sees a stale "eligible".
+        recovery.expire_stale()
+
+    @extend_schema(
+        request=s.RecoveryReviewCreateSerializer, responses={201: s.RecoveryReviewSerializer}
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        body = s.RecoveryReviewCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            review = recovery.request_review(
+                request.user,
+                body.validated_data["reason"],
+                body.validated_data.get("template_name", ""),
+            )
+        except recovery.ReviewError as exc:
+            raise ValidationError({"reason": str(exc)}) from exc
+        review = self.get_queryset().get(pk=review.pk)
+        return Response(self.get_serializer(review).data, status=status.HTTP_201_CREATED)
+
+    def _decide(self, request: Request, approve: bool) -> Response:
+        review = self.get_object()
+        body = s.DecisionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        comment = body.validated_data.get("comment", "")
+        try:
+            if approve:
+                recovery.approve(review.pk, request.user, comment)
+            else:
+                recovery.reject(review.pk, request.user, comment)
+        except recovery.ReviewError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        review = self.get_queryset().get(pk=review.pk)
+        return Response(self.get_serializer(review).data)
+
+    @extend_schema(request=s.DecisionSerializer, responses={200: s.RecoveryReviewSerializer})
+    @action(detail=True, methods=["post"])
+    def approve(self, request: Request, pk: str | None = None) -> Response:
+        """Approve an eligible review; the leader then runs recovery, re-checking everything."""
+        return self._decide(request, True)
+
+    @extend_schema(request=s.DecisionSerializer, responses={200: s.RecoveryReviewSerializer})
+    @action(detail=True, methods=["post"])
+    def reject(self, request: Request, pk: str | None = None) -> Response:
+        return self._decide(request, False)

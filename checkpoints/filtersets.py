@@ -1,0 +1,112 @@
+"""django-filter filter sets shared by the REST API and the dashboard."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import django_filters
+from django import forms
+from django.db.models import Q, QuerySet
+
+from checkpoints.models import (
+    AuditLog,
+    Checkpoint,
+    DeploymentIntent,
+    KubeEvent,
+    LeadershipTerm,
+    PodReceipt,
+    RecoveryReview,
+)
+
+
+class UTCDateTimeField(forms.DateTimeField):
+    """ISO 8601 date-time normalised to UTC.
+
+    Python accepts offsets PostgreSQL refuses (e.g. +19:43); converting first keeps a strange
+    but valid query from turning into a database error.
+    """
+
+    def to_python(self, value: Any) -> datetime | None:
+        result = django_filters.fields.IsoDateTimeField().to_python(value)
+        if result is None:
+            return None
+        try:
+            if result.tzinfo is None:
+                result = result.replace(tzinfo=UTC)
+            result = result.astimezone(UTC)
+        except (OverflowError, ValueError) as exc:
+            raise forms.ValidationError("date-time out of range") from exc
+        return result
+
+
+class UTCDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = UTCDateTimeField
+
+
+class CheckpointFilterSet(django_filters.FilterSet):
+    template = django_filters.CharFilter(method="filter_template", label="Template name or UID")
+    checksum = django_filters.CharFilter()
+    plan_id = django_filters.CharFilter()
+    created_after = UTCDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = UTCDateTimeFilter(field_name="created_at", lookup_expr="lte")
+    collected = django_filters.BooleanFilter()
+    promoted = django_filters.BooleanFilter()
+
+    class Meta:
+        model = Checkpoint
+        fields = ["namespace", "template_uid", "template_name", "checksum", "plan_id"]
+
+    def filter_template(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        return queryset.filter(Q(template_name=value) | Q(template_uid=value))
+
+
+class DeploymentIntentFilterSet(django_filters.FilterSet):
+    recorded_after = UTCDateTimeFilter(field_name="recorded_at", lookup_expr="gte")
+    recorded_before = UTCDateTimeFilter(field_name="recorded_at", lookup_expr="lte")
+
+    class Meta:
+        model = DeploymentIntent
+        fields = ["plan_id", "checksum", "holder", "epoch", "template_uid", "source"]
+
+
+class PodReceiptFilterSet(django_filters.FilterSet):
+    pod = django_filters.CharFilter(field_name="pod_name")
+    plan = django_filters.CharFilter(field_name="applied_plan_id")
+    deployed_after = UTCDateTimeFilter(field_name="deployed_at", lookup_expr="gte")
+    deployed_before = UTCDateTimeFilter(field_name="deployed_at", lookup_expr="lte")
+    current = django_filters.BooleanFilter()
+
+    class Meta:
+        model = PodReceipt
+        fields = ["pod_uid", "checksum", "mode", "source_name"]
+
+
+class LeadershipTermFilterSet(django_filters.FilterSet):
+    open = django_filters.BooleanFilter(field_name="ended_at", lookup_expr="isnull", label="Open")
+
+    class Meta:
+        model = LeadershipTerm
+        fields = ["holder", "epoch", "lease_name", "lease_namespace"]
+
+
+class KubeEventFilterSet(django_filters.FilterSet):
+    since = UTCDateTimeFilter(field_name="last_timestamp", lookup_expr="gte")
+
+    class Meta:
+        model = KubeEvent
+        fields = ["reason", "type", "involved_kind", "involved_name", "namespace"]
+
+
+class RecoveryReviewFilterSet(django_filters.FilterSet):
+    class Meta:
+        model = RecoveryReview
+        fields = ["status"]
+
+
+class AuditLogFilterSet(django_filters.FilterSet):
+    since = UTCDateTimeFilter(field_name="at", lookup_expr="gte")
+
+    class Meta:
+        model = AuditLog
+        fields = ["action", "object_type", "object_id", "actor_name"]

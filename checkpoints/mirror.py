@@ -1,0 +1,360 @@
+"""The mirror: list + watch Kubernetes and write what it sees into PostgreSQL.
+
+One thread per watched kind. Each resumes its watch from the resourceVersion the last run
+stored, or lists (recording every object and marking as collected what disappeared while
+the mirror was away) when there is none or the API server answers 410 Gone, then watches,
+resuming from the last resourceVersion it saw after a dropped connection. Position and lag
+are stored in MirrorState. Not polling: between events it only waits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from celery.signals import worker_shutting_down
+from django.db import close_old_connections, connection
+from django.utils import timezone
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from checkpoints import store
+from checkpoints.models import MirrorState
+
+log = logging.getLogger(__name__)
+
+CRD_BASE = "/apis/haproxy-haptic.org/v1alpha1/namespaces/{ns}/"
+
+
+class Gone(Exception):
+    """The API server no longer has the resourceVersion we asked for (410): relist."""
+
+
+@dataclass(frozen=True)
+class WatchedKind:
+    key: str
+    path: str
+    apply: Callable[[dict[str, Any]], None]
+    delete: Callable[[dict[str, Any]], None]
+    relist: Callable[[str, list[dict[str, Any]]], int]
+    kind: str = ""
+
+
+def _uids(items: list[dict[str, Any]]) -> set[str]:
+    return {(i.get("metadata") or {}).get("uid", "") for i in items}
+
+
+def watched_kinds() -> list[WatchedKind]:
+    def aux(kind: str, plural: str) -> WatchedKind:
+        return WatchedKind(
+            key=plural,
+            path=CRD_BASE + plural,
+            apply=store.apply_auxiliary,
+            delete=store.delete_auxiliary,
+            relist=lambda ns, items: store.relist_auxiliary(kind, ns, _uids(items)),
+        )
+
+    return [
+        # Children first, so a checkpoint listed afterwards finds its auxiliary bytes.
+        aux("map", "haproxymapfiles"),
+        aux("general", "haproxygeneralfiles"),
+        aux("crt-list", "haproxycrtlistfiles"),
+        WatchedKind(
+            key="haproxycfgs",
+            path=CRD_BASE + "haproxycfgs",
+            apply=store.apply_haproxycfg,
+            delete=store.delete_haproxycfg,
+            relist=lambda ns, items: store.relist_haproxycfgs(ns, _uids(items)),
+        ),
+        WatchedKind(
+            key="haproxytemplateconfigs",
+            path=CRD_BASE + "haproxytemplateconfigs",
+            apply=store.apply_template_config,
+            delete=lambda obj: None,
+            relist=lambda ns, items: 0,
+        ),
+        WatchedKind(
+            key="leases",
+            path="/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
+            apply=store.apply_lease,
+            delete=store.delete_lease,
+            relist=lambda ns, items: store.relist_leases(
+                ns, {(i.get("metadata") or {}).get("name", "") for i in items}
+            ),
+        ),
+        WatchedKind(
+            key="events",
+            path="/api/v1/namespaces/{ns}/events",
+            apply=store.apply_event,
+            delete=store.delete_event,
+            relist=lambda ns, items: store.relist_events(ns, _uids(items)),
+        ),
+    ]
+
+
+def load_api_client(kubeconfig: str | None = None) -> k8s.ApiClient:
+    """An ApiClient from a kubeconfig path, else in-cluster configuration."""
+    if kubeconfig:
+        return k8s_config.new_client_from_config(config_file=kubeconfig)
+    k8s_config.load_incluster_config()
+    return k8s.ApiClient()
+
+
+class KindWatcher:
+    """List + watch of one kind in one namespace, writing through `store`."""
+
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        kind: WatchedKind,
+        namespace: str,
+        stop: threading.Event,
+        watch_timeout: int = 60,
+    ) -> None:
+        self.api = api
+        self.kind = kind
+        self.namespace = namespace
+        self.stop = stop
+        self.watch_timeout = watch_timeout
+        self.path = kind.path.format(ns=namespace)
+        self.state_key = f"{namespace}/{kind.key}"
+        self._response: Any = None
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    def _get(self, query: list[tuple[str, str]], read_timeout: float) -> Any:
+        method, url, headers, _body, _post = self.api.param_serialize(
+            "GET",
+            self.path,
+            query_params=query,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        response = self.api.call_api(
+            method, url, header_params=headers, _request_timeout=(5, read_timeout)
+        )
+        if response.status == 410:
+            response.response.release_conn()
+            raise Gone()
+        if response.status >= 400:
+            body = response.read()
+            raise RuntimeError(f"GET {self.path}: {response.status} {body[:300]!r}")
+        return response
+
+    def list(self) -> tuple[list[dict[str, Any]], str]:
+        response = self._get([], read_timeout=30)
+        payload = json.loads(response.read())
+        return payload.get("items") or [], str(
+            (payload.get("metadata") or {}).get("resourceVersion", "")
+        )
+
+    def events(self, resource_version: str) -> Iterator[dict[str, Any]]:
+        query = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(self.watch_timeout)),
+        ]
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        response = self._get(query, read_timeout=self.watch_timeout + 10)
+        self._response = response.response
+        buffer = b""
+        try:
+            for chunk in response.response.stream(65536, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+                if self.stop.is_set():
+                    return
+            if buffer.strip():
+                yield json.loads(buffer)
+        finally:
+            self._response = None
+            response.response.release_conn()
+
+    def interrupt(self) -> None:
+        """Unblock a watch waiting for the next event (used on shutdown)."""
+        response = self._response
+        if response is not None:
+            try:
+                response.shutdown()
+            except Exception:  # best effort on shutdown
+                log.debug("closing watch of %s failed", self.state_key, exc_info=True)
+
+    # -- state -----------------------------------------------------------------------------
+
+    def _state(self) -> MirrorState:
+        state, _ = MirrorState.objects.get_or_create(kind=self.state_key)
+        return state
+
+    def relist(self) -> str:
+        state = self._state()
+        previous_sync = state.last_synced_at
+        items, rv = self.list()
+        for item in items:
+            self.kind.apply(item)
+        collected = self.kind.relist(self.namespace, items)
+        store.fill_missing_contents()
+        now = timezone.now()
+        # After a gap, lag is how far behind the record was when we caught up.
+        lag = (now - previous_sync).total_seconds() if previous_sync else 0.0
+        MirrorState.objects.filter(pk=state.pk).update(
+            resource_version=rv,
+            last_synced_at=now,
+            last_relist_at=now,
+            lag_seconds=lag,
+            relists_total=state.relists_total + 1,
+            last_error="",
+        )
+        log.info(
+            "mirror %s listed %d objects at rv %s (%d collected)",
+            self.state_key,
+            len(items),
+            rv,
+            collected,
+        )
+        return rv
+
+    def handle(self, event: dict[str, Any], received: float) -> str | None:
+        """Apply one watch event; returns the resourceVersion to resume from."""
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise Gone()
+            raise RuntimeError(f"watch error on {self.state_key}: {obj}")
+        rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+        if kind in ("ADDED", "MODIFIED"):
+            self.kind.apply(obj)
+        elif kind == "DELETED":
+            self.kind.delete(obj)
+        now = timezone.now()
+        fields: dict[str, Any] = {"resource_version": rv, "last_synced_at": now}
+        if kind != "BOOKMARK":
+            fields["last_event_at"] = now
+            fields["lag_seconds"] = max(0.0, time.monotonic() - received)
+            state = self._state()
+            fields["events_total"] = state.events_total + 1
+        MirrorState.objects.filter(kind=self.state_key).update(**fields)
+        return rv or None
+
+    def resume_point(self) -> str:
+        """The resourceVersion a previous run stopped at ("" when there is none).
+
+        Resuming a watch from it delivers every change made while the mirror was down,
+        deletions included; when the API server no longer has that history (410) we relist.
+        """
+        state = self._state()
+        if not state.resource_version or state.last_relist_at is None:
+            return ""
+        if state.last_synced_at:
+            lag = (timezone.now() - state.last_synced_at).total_seconds()
+            MirrorState.objects.filter(pk=state.pk).update(lag_seconds=lag)
+        return state.resource_version
+
+    def run(self) -> None:
+        """Run until `stop` is set: resume or list, then watch, relisting on 410."""
+        backoff = 0.5
+        try:
+            rv = self.resume_point()
+            while not self.stop.is_set():
+                try:
+                    if not rv:
+                        rv = self.relist()
+                    for event in self.events(rv):
+                        received = time.monotonic()
+                        rv = self.handle(event, received) or rv
+                        if self.stop.is_set():
+                            break
+                    backoff = 0.5
+                except Gone:
+                    log.info("mirror %s: resourceVersion %s expired; relisting", self.state_key, rv)
+                    rv = ""
+                except Exception as exc:  # keep mirroring through faults
+                    if self.stop.is_set():
+                        break
+                    log.warning("mirror %s: %s; retrying in %.1fs", self.state_key, exc, backoff)
+                    MirrorState.objects.filter(kind=self.state_key).update(
+                        last_error=str(exc)[:2000]
+                    )
+                    close_old_connections()
+                    self.stop.wait(backoff)
+                    backoff = min(backoff * 2, 10.0)
+        finally:
+            connection.close()
+
+
+class Mirror:
+    """All watchers of one namespace, each in its own thread."""
+
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        namespace: str,
+        kinds: list[WatchedKind] | None = None,
+        watch_timeout: int = 60,
+    ) -> None:
+        self.stop_event = threading.Event()
+        self.watchers = [
+            KindWatcher(api, kind, namespace, self.stop_event, watch_timeout)
+            for kind in (kinds or watched_kinds())
+        ]
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        # Children before parents on the first pass (see watched_kinds), then all together.
+        for watcher in self.watchers:
+            thread = threading.Thread(
+                target=watcher.run, name=f"mirror-{watcher.state_key}", daemon=True
+            )
+            thread.start()
+            self.threads.append(thread)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.stop_event.set()
+        for watcher in self.watchers:
+            watcher.interrupt()
+        deadline = time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(max(0.1, deadline - time.monotonic()))
+
+    def wait_synced(self, since: datetime | None = None, timeout: float = 30.0) -> bool:
+        """Whether every watcher has listed (after `since`) within `timeout` seconds."""
+        keys = [w.state_key for w in self.watchers]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            states = MirrorState.objects.filter(kind__in=keys, last_relist_at__isnull=False)
+            if since is not None:
+                states = states.filter(last_relist_at__gte=since)
+            if states.count() == len(keys):
+                return True
+            time.sleep(0.1)
+        return False
+
+
+# Set when the Celery worker running the mirror task shuts down, so a warm shutdown does not
+# wait forever for a task that never ends on its own.
+shutdown = threading.Event()
+
+
+@worker_shutting_down.connect
+def _on_worker_shutdown(**_: Any) -> None:
+    shutdown.set()
+
+
+def run_forever(kubeconfig: str | None, namespace: str, duration: float | None = None) -> None:
+    """Run the mirror until the worker shuts down (or for `duration` seconds when given)."""
+    mirror = Mirror(load_api_client(kubeconfig), namespace)
+    mirror.start()
+    try:
+        shutdown.wait(duration)
+    finally:
+        mirror.stop()

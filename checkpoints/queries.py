@@ -1,0 +1,47 @@
+"""Queries shared by the REST API and the dashboard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import F, OuterRef, QuerySet, Subquery
+
+from checkpoints.diff import FileVersion, file_diffs
+from checkpoints.models import Checkpoint, DeploymentIntent, PodReceipt
+
+
+def fleet() -> QuerySet[PodReceipt]:
+    """Each pod's latest receipt among those its HAProxyCfg currently lists."""
+    latest = (
+        PodReceipt.objects.filter(current=True, pod_name=OuterRef("pod_name"))
+        .order_by(F("deployed_at").desc(nulls_last=True), "-id")
+        .values("id")[:1]
+    )
+    return (
+        PodReceipt.objects.filter(current=True)
+        .annotate(latest_id=Subquery(latest))
+        .filter(id=F("latest_id"))
+        .order_by("pod_name")
+    )
+
+
+def latest_intent(template_uid: str | None = None) -> DeploymentIntent | None:
+    """The most recently recorded deployment intent (of one template, when given)."""
+    query = DeploymentIntent.objects.filter(source="retained-state")
+    if template_uid:
+        query = query.filter(template_uid=template_uid)
+    intent = query.order_by(F("recorded_at").desc(nulls_last=True), "-id").first()
+    if intent is None:
+        # Only an earlier release's copy on the leader-election Lease.
+        intent = DeploymentIntent.objects.order_by(
+            F("recorded_at").desc(nulls_last=True), "-id"
+        ).first()
+    return intent
+
+
+def versions(checkpoint: Checkpoint) -> list[FileVersion]:
+    return [FileVersion(f.path, f.kind, f.checksum, f.content) for f in checkpoint.files.all()]
+
+
+def checkpoint_diff(a: Checkpoint, b: Checkpoint) -> list[dict[str, Any]]:
+    return file_diffs(versions(a), versions(b), label_a=a.name, label_b=b.name)

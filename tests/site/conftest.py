@@ -1,0 +1,113 @@
+"""Fixtures of the site tests: users in each role, API clients, mirrored sample history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.core.management import call_command
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from checkpoints import store
+from tests.site import factories as f
+
+PASSWORD = "correct-horse-battery-staple"
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings: Any) -> None:
+    # The production hasher spends ~1 s per password by design; tests create many users.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def roles(db: Any) -> None:
+    call_command("haptic_bootstrap_roles", verbosity=0)
+
+
+def _user(name: str, group: str | None) -> User:
+    user = User.objects.create_user(name, password=PASSWORD)
+    if group:
+        user.groups.add(Group.objects.get(name=group))
+    return user
+
+
+@pytest.fixture
+def viewer(roles: None) -> User:
+    return _user("vera", "viewer")
+
+
+@pytest.fixture
+def operator(roles: None) -> User:
+    return _user("otto", "operator")
+
+
+@pytest.fixture
+def nobody(roles: None) -> User:
+    """Signed in, but in no group: may read nothing."""
+    return _user("nina", None)
+
+
+def token_client(user: User) -> APIClient:
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def viewer_api(viewer: User) -> APIClient:
+    return token_client(viewer)
+
+
+@pytest.fixture
+def operator_api(operator: User) -> APIClient:
+    return token_client(operator)
+
+
+@pytest.fixture
+def history(db: Any) -> dict[str, Any]:
+    """Two checkpoints (the second intended), receipts, terms, an intent and events,
+    written through the mirror's own store functions."""
+    map_v1 = f.map_file("maps/hosts.map", "a.example backend_a\n")
+    map_v2 = f.map_file("maps/hosts.map", "a.example backend_a\nb.example backend_b\n")
+    general = f.map_file("general/errors.http", "HTTP/1.0 503\n")
+    general["kind"] = "HAProxyGeneralFile"
+    cfg1 = "global\n  daemon\ndefaults\n  timeout client 5s\nfrontend fe\n  bind :8080\n"
+    cfg2 = cfg1.replace("5s", "30s")
+    cert = {
+        "secretName": "tls-a",
+        "uid": "secret-uid",
+        "key": "tls.pem",
+        "path": "certs/a.pem",
+        "checksum": f.sha("PRIVATE"),
+    }
+    old = f.checkpoint(cfg1, [map_v1], created="2026-11-30T08:00:00Z", certificates=[cert])
+    new = f.checkpoint(cfg2, [map_v2], created="2026-11-30T08:05:00Z", compressed=True)
+    for child in (map_v1, map_v2, general):
+        store.apply_auxiliary(child)
+    store.apply_haproxycfg(old)
+    store.apply_haproxycfg(new)
+    plan, checksum = new["spec"]["planID"], new["spec"]["checksum"]
+    store.apply_haproxycfg(
+        f.published(
+            [
+                f.receipt("haproxy-0", plan, checksum, "2026-11-30T08:06:00Z"),
+                f.receipt(
+                    "haproxy-1",
+                    old["spec"]["planID"],
+                    old["spec"]["checksum"],
+                    "2026-11-30T08:01:00Z",
+                ),
+            ],
+            retained=[new],
+        )
+    )
+    store.apply_lease(
+        f.leader_lease("controller-a", 3, "2026-11-30T07:59:00Z", "2026-11-30T08:06:00Z")
+    )
+    store.apply_lease(f.retained_lease(plan, checksum, 3))
+    store.apply_event(f.event("RetainedConfigActive", "using checksum " + checksum))
+    return {"old": old, "new": new, "plan": plan, "checksum": checksum}
