@@ -87,6 +87,7 @@ class TermState:
     unsaved: dict[str, PodReceipt] = field(default_factory=dict)  # pod -> newest receipt
     pending_status: dict[str, dict[str, Any]] = field(default_factory=dict)
     publication_latched: bool = False  # a failed reconciliation holds publication
+    fleet_checksums: dict[str, str] = field(default_factory=dict)  # pod -> acknowledged
 
 
 class LeaderPipeline:
@@ -107,6 +108,8 @@ class LeaderPipeline:
         check_term: Callable[[], None],
         record_event: Callable[[str, str, str], None],
         run_deployment: Callable[[RenderOutput], None] | None = None,
+        write_fence: Callable[[], bool] = lambda: True,
+        on_converged: Callable[[RenderOutput], None] | None = None,
     ) -> None:
         self.api_client = api_client
         self.token = token
@@ -125,6 +128,10 @@ class LeaderPipeline:
         # In a worker, deployments go through the fenced leader task (controller.deploy.tasks)
         # which calls back into `deploy`; tests may run them in place.
         self.run_deployment = run_deployment or (lambda output: self.deploy(output))
+        # A cross-cluster Standby keeps its fence shut: it renders nothing, deploys nothing.
+        self.write_fence = write_fence
+        # Called once every HAProxy pod runs an output (ADR-0034's status applier).
+        self.on_converged = on_converged
         self.objects = Objects(api_client, template.namespace)
         self.store = RetainedStateStore(api_client, template, token.lease_name, token.namespace)
         self.ordinary = OrdinaryPublisher(self.objects, template)
@@ -144,6 +151,7 @@ class LeaderPipeline:
         self._last_deploy_at = time.monotonic()
         self._notices: set[tuple[str, str]] = set()  # events deduplicated within the term
         self._known_pods: set[str] = set()
+        self._recovering = False
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -206,6 +214,8 @@ class LeaderPipeline:
                 self._render_requested = False
             if not self.term_valid():
                 return
+            if not self.write_fence():
+                continue
             self._render_once()
 
     def _seed_from_publication(self) -> None:
@@ -296,6 +306,9 @@ class LeaderPipeline:
     ) -> list[PodOutcome]:
         """Record the intent (once per output per term), then apply to every pod."""
         self.check_term()
+        if not self.write_fence():
+            log.info("write fence shut: %s not deployed", output.plan_id)
+            return []
         if output.plan_id not in self.state.intents_recorded:
             try:
                 self.store.record_intent(self.term, output.plan_id, output.checksum)
@@ -310,7 +323,21 @@ class LeaderPipeline:
         )
         self._last_deploy_at = time.monotonic()
         self._absorb(output, outcomes)
+        if self.on_converged is not None and output is self.state.last_good:
+            self._maybe_converged(output)
         return outcomes
+
+    def _maybe_converged(self, output: RenderOutput) -> None:
+        """Every current HAProxy pod acknowledged `output` (or a skipped deploy confirmed
+        it): the deployed variant of status patches may be written."""
+        pods = {p.name for p in self._targets()}
+        acked = {n for n, c in self.state.fleet_checksums.items() if c == output.checksum}
+        if pods and pods <= acked:
+            assert self.on_converged is not None
+            try:
+                self.on_converged(output)
+            except Exception:
+                log.exception("status applier failed for %s", output.plan_id)
 
     def _absorb(self, output: RenderOutput, outcomes: Sequence[PodOutcome]) -> None:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -319,8 +346,10 @@ class LeaderPipeline:
             receipt = outcome.receipt(output)
             if receipt is not None:
                 self.state.unsaved[outcome.pod.name] = receipt
+                self.state.fleet_checksums[outcome.pod.name] = receipt.checksum
                 entry.update(receipt.as_status(), lastError="", consecutiveErrors=0)
             else:
+                self.state.fleet_checksums.pop(outcome.pod.name, None)
                 previous = self.state.pending_status.get(outcome.pod.name, {})
                 entry.update(
                     checksum=output.checksum,
@@ -395,7 +424,15 @@ class LeaderPipeline:
     def _recover(self, render_error: str) -> None:
         from controller.recovery import attempt_recovery
 
-        attempt_recovery(self, render_error)
+        with self._wake:
+            if self._recovering:
+                return  # one attempt (with its bounded retries) at a time
+            self._recovering = True
+        attempt_recovery(self, render_error, done=self._recovery_done)
+
+    def _recovery_done(self) -> None:
+        with self._wake:
+            self._recovering = False
 
     def _notice(self, type_: str, reason: str, message: str) -> None:
         key = (reason, message)

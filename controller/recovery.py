@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -89,13 +90,21 @@ def evaluate(pipeline: LeaderPipeline) -> RecoveryEvaluation:
     return RecoveryEvaluation(verdict, output, gate.output, gate.accepted)
 
 
-def attempt_recovery(pipeline: LeaderPipeline, render_error: str) -> None:
+def attempt_recovery(
+    pipeline: LeaderPipeline, render_error: str, done: Callable[[], None] = lambda: None
+) -> None:
     """Evaluate and, when everything holds, dispatch to bootstrap pods; bounded retries in
     the background for transient failures; a good render cancels them."""
-    thread = threading.Thread(
-        target=_run, args=(pipeline, render_error), name="recovery", daemon=True
-    )
-    thread.start()
+
+    def run() -> None:
+        try:
+            _run(pipeline, render_error)
+        except Exception:
+            log.exception("recovery attempt failed")
+        finally:
+            done()
+
+    threading.Thread(target=run, name="recovery", daemon=True).start()
 
 
 def _run(pipeline: LeaderPipeline, render_error: str) -> None:
@@ -112,9 +121,11 @@ def _run(pipeline: LeaderPipeline, render_error: str) -> None:
             continue
         verdict = result.verdict
         if not verdict.eligible or result.output is None:
-            if not verdict.targets and "no bootstrap pod" in verdict.reason and len(
-                [c for c in verdict.checks if not c.passed]
-            ) == 1:
+            if (
+                not verdict.targets
+                and "no bootstrap pod" in verdict.reason
+                and len([c for c in verdict.checks if not c.passed]) == 1
+            ):
                 return  # nothing to recover: every pod is configured and agrees
             pipeline._notice("Warning", "RetainedConfigUnavailable", verdict.reason)
             _sleep(pipeline)
@@ -134,15 +145,18 @@ def _run(pipeline: LeaderPipeline, render_error: str) -> None:
             f"serving retained checkpoint {result.output.checksum} to bootstrap pods; "
             f"render error: {render_error}",
         )
-        _dispatch(pipeline, result)
+        dispatch(pipeline, result)
         return
 
 
-def _dispatch(pipeline: LeaderPipeline, result: RecoveryEvaluation) -> None:
+def dispatch(pipeline: LeaderPipeline, result: RecoveryEvaluation) -> dict[str, str]:
+    """Apply the recovered output to each bootstrap target, re-checking intent and fleet
+    agreement right before every apply; returns what happened per pod."""
     assert result.output is not None
+    done: dict[str, str] = {}
     for target in result.verdict.targets:
         if not pipeline._alive() or pipeline.state.last_good is not None:
-            return
+            return done
         # Re-check intent and live fleet agreement immediately before each apply.
         again = evaluate(pipeline)
         if (
@@ -152,10 +166,13 @@ def _dispatch(pipeline: LeaderPipeline, result: RecoveryEvaluation) -> None:
             or target not in again.verdict.targets
         ):
             log.warning("recovery of %s stopped: %s", target, again.verdict.reason)
-            return
+            done[target] = f"stopped: {again.verdict.reason}"
+            return done
         outcomes = pipeline.deploy(result.output, only={target})
         for outcome in outcomes:
             log.info("recovery apply to %s: %s %s", target, outcome.action, outcome.error or "")
+            done[target] = outcome.action if not outcome.error else f"failed: {outcome.error}"
+    return done
 
 
 def _sleep(pipeline: LeaderPipeline) -> None:

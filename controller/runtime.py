@@ -22,10 +22,13 @@ from controller.deploy.deployer import AgentPool, Deployer
 from controller.election.term import Term
 from controller.election.timing import parse_duration
 from controller.fencing import check_term
+from controller.hub.config import HubConfig
+from controller.hub.hub import build_hub
 from controller.leader import LeaderPipeline, LeaderSettings, PlanMemory
 from controller.leader_tasks import send_leader_task
 from controller.rendergate import RenderGate
 from controller.retained.checkpoint import API_VERSION, TemplateRef
+from controller.statusapplier import StatusApplier, cache_lookup
 from controller.watch.replica import ReplicaWatch
 from controller.worker import LeaderComponents, ReplicaComponents, ReplicaRuntime
 
@@ -113,6 +116,10 @@ class ControllerReplica:
         self.deployer = Deployer(self.pool)
         self.pipeline: LeaderPipeline | None = None
         self._lock = threading.Lock()
+        # Cross-cluster role (seed 004); standalone builds nothing and its fence stays open.
+        self.hub = build_hub(
+            HubConfig.from_env(), self.api_client, kick=self.watch.reconciler.trigger_now
+        )
 
     # -- template-derived settings ----------------------------------------------------
 
@@ -143,8 +150,10 @@ class ControllerReplica:
 
     def start(self) -> None:
         self.watch.start()
+        self.hub.start()
 
     def stop(self) -> None:
+        self.hub.stop()
         self.watch.stop()
         self.deployer.close()
         self.pool.close()
@@ -166,6 +175,13 @@ class ControllerReplica:
         ref = TemplateRef(meta["name"], meta["namespace"], meta["uid"])
         self.pool.port = self._agent_port()
         events = TemplateEvents(self.api_client, ref, self.runtime.identity)
+        # ADR-0034: the deployed variant of the gate condition, written only in this term.
+        applier = StatusApplier(
+            self.api_client,
+            cache_lookup(self.watch.caches.informer),
+            term_valid=term.is_valid,
+            check_term=lambda: check_term(self.api_client, term.token),
+        )
         pipeline = LeaderPipeline(
             api_client=self.api_client,
             token=term.token,
@@ -181,6 +197,8 @@ class ControllerReplica:
             check_term=lambda: check_term(self.api_client, term.token),
             record_event=events.record,
             run_deployment=lambda output: self._deploy_via_leader_queue(term, output),
+            write_fence=self.hub.fence.is_open,
+            on_converged=applier.apply,
         )
         with self._lock:
             if not term.is_valid():
@@ -237,6 +255,11 @@ def _start_leader(term: Term) -> None:
         _replica.start_term(term)
 
 
+def _drain_leader(term: Term) -> None:
+    if _replica is not None:
+        _replica.drain_term()
+
+
 def _stop_leader(term: Term) -> None:
     if _replica is not None:
         _replica.stop_term(term)
@@ -251,4 +274,6 @@ def install() -> None:
     if any(c.name == "controller.replica" for c in ReplicaComponents.registered()):
         return
     ReplicaComponents.register(_start_replica, _stop_replica, name="controller.replica")
-    LeaderComponents.register(_start_leader, _stop_leader, name="controller.leader")
+    LeaderComponents.register(
+        _start_leader, _stop_leader, name="controller.leader", drain_fn=_drain_leader
+    )

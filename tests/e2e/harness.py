@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 import uuid
 from collections.abc import Iterable
@@ -19,6 +20,13 @@ from haptic_site import stack
 from localcluster.node import NodeAgent
 from localcluster.testing import ApiServer
 
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 LOG_ROOT = Path(os.environ.get("HAPTIC_TEST_ARTIFACTS", stack.REPO_ROOT / "test-artifacts"))
 
 
@@ -32,6 +40,7 @@ class System:
     node: NodeAgent
     controllers: dict[str, stack.Process] = field(default_factory=dict)
     redis_url: str | None = None
+    health_ports: dict[str, int] = field(default_factory=dict)
 
     # -- Kubernetes ---------------------------------------------------------------------
 
@@ -123,7 +132,10 @@ class System:
     # -- controllers ---------------------------------------------------------------------
 
     def start_controller(self, name: str, extra_env: dict | None = None) -> stack.Process:
+        port = free_port()
+        self.health_ports[name] = port
         env = {
+            "HAPTIC_HEALTH_PORT": str(port),
             "HAPTIC_LEADER_QUEUE": f"leader-{self.queue_suffix}",
             "HAPTIC_AGENT_TOKEN": self.token,
             **(extra_env or {}),
@@ -143,6 +155,9 @@ class System:
         proc.argv[proc.argv.index("-n") + 1] = f"{name}-{self.queue_suffix}@%h"
         self.controllers[name] = proc.start()
         return proc
+
+    def health(self, name: str, path: str = "/healthz") -> httpx.Response:
+        return httpx.get(f"http://127.0.0.1:{self.health_ports[name]}{path}", timeout=5)
 
     def stop(self) -> None:
         for proc in self.controllers.values():
