@@ -152,6 +152,7 @@ class LeaderPipeline:
         self._notices: set[tuple[str, str]] = set()  # events deduplicated within the term
         self._known_pods: set[str] = set()
         self._recovering = False
+        self._recover_again: str | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -363,6 +364,8 @@ class LeaderPipeline:
         current = {p.name for p in self._targets()}
         new = current - self._known_pods
         self._known_pods = current
+        if new:
+            log.info("new HAProxy pods discovered: %s", sorted(new))
         if new and self.state.last_good is not None:
             self.deploy(self.state.last_good, only=new)
         elif new and self.state.last_good is None:
@@ -426,13 +429,19 @@ class LeaderPipeline:
 
         with self._wake:
             if self._recovering:
-                return  # one attempt (with its bounded retries) at a time
+                # One attempt (with its bounded retries) at a time; what changed meanwhile
+                # (a pod discovered) gets a fresh attempt when this one ends.
+                self._recover_again = render_error
+                return
             self._recovering = True
         attempt_recovery(self, render_error, done=self._recovery_done)
 
     def _recovery_done(self) -> None:
         with self._wake:
             self._recovering = False
+            again, self._recover_again = self._recover_again, None
+        if again is not None and self._alive() and self.state.last_good is None:
+            self._recover(again)
 
     def _notice(self, type_: str, reason: str, message: str) -> None:
         key = (reason, message)

@@ -120,6 +120,7 @@ def _run(pipeline: LeaderPipeline, render_error: str) -> None:
             _sleep(pipeline)
             continue
         verdict = result.verdict
+        log.info("recovery attempt %d: %s", attempt + 1, verdict.reason)
         if not verdict.eligible or result.output is None:
             if (
                 not verdict.targets

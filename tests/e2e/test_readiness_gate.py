@@ -191,11 +191,51 @@ class Load:
             time.sleep(0.005)
 
 
-def restart_under_load(system: System, app: str, host: str) -> tuple[str, str, list[Sample]]:
-    """Restart the app's Deployment under load; returns (old pod, new pod, samples)."""
+class DeletionWatch:
+    """Polls one pod; `seen_at` is the monotonic time its deletion was first observed (an
+    upper bound on when the Deployment deleted it)."""
+
+    def __init__(self, system: System, name: str) -> None:
+        self.system = system
+        self.name = name
+        self.seen_at: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop)
+
+    def __enter__(self) -> DeletionWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        deadline = time.monotonic() + LOAD_BOUND_SECONDS
+        while self.seen_at is None and not self._stop.is_set() and time.monotonic() < deadline:
+            try:
+                pod = raw_pod(self.system, self.name)
+                deleting = bool(pod["metadata"].get("deletionTimestamp"))
+            except Exception as exc:  # 404: already gone
+                deleting = getattr(exc, "status", None) == 404
+            if deleting:
+                self.seen_at = time.monotonic()
+            self._stop.wait(0.02)
+
+
+@dataclass
+class Restart:
+    old: str
+    new: str
+    samples: list[Sample]
+    old_deleted_at: float | None
+
+
+def restart_under_load(system: System, app: str, host: str) -> Restart:
+    """Restart the app's Deployment under load through every HAProxy pod."""
     old = wait_for(lambda: single_ready_pod(system, app), 90, what=f"{app} pod Ready")
     wait_for(lambda: served_by(system, host, old), 60, what=f"{host} served by {old}")
-    with Load(system, host) as load:
+    with Load(system, host) as load, DeletionWatch(system, old) as deletion:
         time.sleep(1.0)  # traffic before the restart
         rollout_restart(system, app)
         new = wait_for(
@@ -205,7 +245,20 @@ def restart_under_load(system: System, app: str, host: str) -> tuple[str, str, l
         )
         wait_for(lambda: served_by(system, host, new), 30, what=f"{host} served by {new}")
         time.sleep(1.0)  # traffic after the old pod is gone
-    return old, new, load.samples
+    return Restart(old, new, load.samples, deletion.seen_at)
+
+
+def lead(restart: Restart) -> str:
+    """Per HAProxy pod, how long before the old pod's deletion it first routed to the new one
+    (negative: only after), for the record."""
+    out = []
+    for name in sorted({s.haproxy for s in restart.samples}):
+        starts = [
+            s.started for s in restart.samples if s.haproxy == name and s.backend == restart.new
+        ]
+        if starts and restart.old_deleted_at is not None:
+            out.append(f"{name}: {restart.old_deleted_at - min(starts):+.3f}s")
+    return "new pod routed before deletion by " + ", ".join(out)
 
 
 def summary(samples: list[Sample]) -> str:
@@ -218,12 +271,20 @@ def summary(samples: list[Sample]) -> str:
 
 
 def test_ingress_rolling_restart_zero_downtime(system: System) -> None:
-    old, new, samples = restart_under_load(system, "gated", "gated.example")
+    restart = restart_under_load(system, "gated", "gated.example")
+    old, new, samples = restart.old, restart.new, restart.samples
     assert not failed(samples), summary(samples)
-    # The restart really happened under traffic, through every HAProxy pod.
+    # The restart really happened under traffic, through every HAProxy pod, and in the
+    # gate's order: every HAProxy pod routed to the new pod before the old one was deleted.
+    assert restart.old_deleted_at is not None
     for hp in system.haproxy_pods(ready_only=False):
         through = {s.backend for s in samples if s.haproxy == hp.metadata.name}
         assert {old, new} <= through, (hp.metadata.name, through)
+        first_new = min(
+            s.started for s in samples if s.haproxy == hp.metadata.name and s.backend == new
+        )
+        assert first_new < restart.old_deleted_at, (hp.metadata.name, lead(restart))
+    print(f"gated restart {old} -> {new}: {summary(samples)}; {lead(restart)}")
     # The new pod became Ready through the gate, written by haptic-deployed with SSA,
     # owning only that entry; the node's own conditions are all there.
     pod = raw_pod(system, new)
@@ -240,7 +301,8 @@ def test_ingress_rolling_restart_zero_downtime(system: System) -> None:
 
 
 def test_ingress_rolling_restart_ungated_recovers(system: System) -> None:
-    old, new, samples = restart_under_load(system, "plain", "plain.example")
+    restart = restart_under_load(system, "plain", "plain.example")
+    old, new, samples = restart.old, restart.new, restart.samples
     bad = failed(samples)
     # Only fast 503s (never a hang, a reset or a timeout), all inside one short window.
     assert all(s.status == 503 and s.elapsed < FAST_503_SECONDS for s in bad), summary(samples)
@@ -249,4 +311,4 @@ def test_ingress_rolling_restart_ungated_recovers(system: System) -> None:
     pod = raw_pod(system, new)
     assert GATE_CONDITION not in conditions(pod)
     assert all(m["manager"] != FIELD_MANAGER for m in pod["metadata"]["managedFields"])
-    print(f"ungated restart {old} -> {new}: {summary(samples)}")
+    print(f"ungated restart {old} -> {new}: {summary(samples)}; {lead(restart)}")

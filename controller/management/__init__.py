@@ -1,0 +1,1 @@
+"""Operator commands of the controller app (python manage.py ...)."""

@@ -1,0 +1,1 @@
+"""`python manage.py localcluster|fleet|checkpoints|intent|request_review`."""
