@@ -436,7 +436,7 @@ def _decode(
         _require(decl["kind"] == f.kind, f"{path}: kind {f.kind} is not {decl['kind']}")
         _require(
             decl["sha256"] == f.sha256 and int(decl["size"]) == f.size,
-            f"{path}: bytes differ from the retained plan",
+            f"{path}: content digest mismatch with the retained plan",
         )
     ordered = tuple(files[p] for p in sorted(files))
     _require(checksum(ordered) == spec["checksum"], "content checksum mismatch")

@@ -74,6 +74,10 @@ def select_checkpoint(
         snapshot = snapshots.get(pointer.name)
         if snapshot is None or snapshot.uid != pointer.uid:
             continue
+        if snapshot.integrity_error is not None:
+            # The intended checkpoint exists but fails verification: select it so the
+            # integrity check reports the corruption (it is refused, never repaired).
+            return snapshot
         if snapshot.checksum == intent.checksum and snapshot.plan_id == intent.plan_id:
             return snapshot
     return None
@@ -176,8 +180,13 @@ def evaluate_recovery(
             check("pod-state", True, "bootstrap pod: recovery target", report.pod_name)
             targets.append(report.pod_name)
             continue
-        if selected is None:
-            check("pod-state", False, "configured pod, no checkpoint to compare", report.pod_name)
+        if selected is None or selected.integrity_error is not None:
+            check(
+                "pod-state",
+                False,
+                "configured pod, no verified checkpoint to compare",
+                report.pod_name,
+            )
             continue
         disagreement = pod_agrees(report, selected)
         check(

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import kubernetes
 import pytest
 
 from controller.statusapplier import FIELD_MANAGER, GATE_CONDITION
@@ -196,7 +197,8 @@ class DeletionWatch:
     upper bound on when the Deployment deleted it)."""
 
     def __init__(self, system: System, name: str) -> None:
-        self.system = system
+        self.client = system.api.api_client()  # one client for all the polls
+        self.core = kubernetes.client.CoreV1Api(self.client)
         self.name = name
         self.seen_at: float | None = None
         self._stop = threading.Event()
@@ -209,15 +211,18 @@ class DeletionWatch:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
+        self.client.close()
 
     def _loop(self) -> None:
         deadline = time.monotonic() + LOAD_BOUND_SECONDS
         while self.seen_at is None and not self._stop.is_set() and time.monotonic() < deadline:
             try:
-                pod = raw_pod(self.system, self.name)
-                deleting = bool(pod["metadata"].get("deletionTimestamp"))
-            except Exception as exc:  # 404: already gone
-                deleting = getattr(exc, "status", None) == 404
+                pod = self.core.read_namespaced_pod(self.name, stack.NAMESPACE, _request_timeout=5)
+                deleting = pod.metadata.deletion_timestamp is not None
+            except kubernetes.client.ApiException as exc:  # 404: already gone
+                deleting = exc.status == 404
+            except Exception:  # a slow or refused read: poll again
+                deleting = False
             if deleting:
                 self.seen_at = time.monotonic()
             self._stop.wait(0.02)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -173,3 +174,175 @@ def test_retained_configuration_recovery(system: System) -> None:
 
 def test_retained_configuration_sudden_failover(system: System) -> None:
     _recover_after_losing_the_leader(system, signal.SIGKILL)
+
+
+# -- freshness, tampering, the current binary ------------------------------------------------
+
+
+def stop_controllers(system: System) -> None:
+    for name in list(system.controllers):
+        system.controllers.pop(name).stop(grace=30)
+
+
+def set_pointers(system: System, entries: list[dict]) -> None:
+    for _ in range(5):
+        cfg = system.published()
+        cfg["status"]["retainedConfigs"] = entries
+        try:
+            system.custom().replace_namespaced_custom_object_status(
+                "haproxy-haptic.org", "v1alpha1", stack.NAMESPACE, "haproxycfgs", "haptic", cfg
+            )
+            return
+        except Exception:  # a concurrent status write: read again
+            continue
+    raise AssertionError("could not rewrite the pointers")
+
+
+def new_pod_stays_bootstrap(system: System, seconds: float = 8.0) -> str:
+    """Scale to one more pod; it must stay without a plan and not Ready."""
+    count = len(system.haproxy_pods(ready_only=False))
+    system.scale("haproxy", count + 1)
+    old = {p.metadata.name for p in system.haproxy_pods(ready_only=False)}
+    pod = wait_for(
+        lambda: next(
+            (
+                p
+                for p in system.haproxy_pods(ready_only=False)
+                if p.metadata.name not in old and system.agent_state(p)
+            ),
+            None,
+        ),
+        60,
+        what="the new pod's agent",
+    )
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        state = system.agent_state(pod)
+        assert state.bootstrap and state.applied_plan_id is None
+        assert pod.metadata.name not in {p.metadata.name for p in system.haproxy_pods()}
+        time.sleep(0.5)
+    return pod.metadata.name
+
+
+def test_retained_configuration_freshness(system: System) -> None:
+    older = checkpoint_for_intent(system)
+    # A newer fleet deployment, acknowledged and checkpointed.
+    system.apply([stack.ingress("echo-y", "y.example", "echo")])
+    wait_for(lambda: system.serves("y.example", "echo-"), 60, what="y.example served")
+    newer = wait_for(
+        lambda: (c := checkpoint_for_intent(system)) and c["name"] != older["name"] and c,
+        60,
+        what="newer checkpoint",
+    )
+    break_rendering(system)
+    stop_controllers(system)
+    set_pointers(system, [older])  # the newer pointer is gone
+    system.start_controller("controller-5")
+    system.start_controller("controller-6")
+    stuck = new_pod_stays_bootstrap(system)
+    wait_for(
+        lambda: template_events(system, "RetainedConfigUnavailable"),
+        30,
+        what="RetainedConfigUnavailable",
+    )
+    # Restoring the newer pointer allows recovery even when the older one comes first.
+    set_pointers(system, [older, newer])
+    system.core().delete_namespaced_pod(stuck, stack.NAMESPACE)  # a fresh pod: a new attempt
+    wait_for(lambda: len(system.haproxy_pods(ready_only=True)) == 3, 120, what="recovered")
+    assert system.serves("y.example", "echo-")
+    plans = {system.agent_state(p).applied_checksum for p in system.haproxy_pods()}
+    assert plans == {newer["checksum"]}
+
+
+def test_retained_configuration_tampering(system: System) -> None:
+    import base64
+    import gzip
+
+    pointer = checkpoint_for_intent(system)
+    break_rendering(system)
+    stop_controllers(system)
+    cfg = system.custom().get_namespaced_custom_object(
+        "haproxy-haptic.org", "v1alpha1", stack.NAMESPACE, "haproxycfgs", pointer["name"]
+    )
+    content = gzip.decompress(base64.b64decode(cfg["spec"]["content"]))
+    cfg["spec"]["content"] = base64.b64encode(
+        gzip.compress(content.replace(b"timeout", b"timeout ", 1))
+    ).decode()  # same checksum field, other bytes
+    system.custom().replace_namespaced_custom_object(
+        "haproxy-haptic.org", "v1alpha1", stack.NAMESPACE, "haproxycfgs", pointer["name"], cfg
+    )
+    system.start_controller("controller-5")
+    new_pod_stays_bootstrap(system)
+    events = wait_for(
+        lambda: template_events(system, "RetainedConfigUnavailable"), 30, what="corruption reported"
+    )
+    assert any("digest mismatch" in e.message for e in events), [e.message for e in events]
+
+
+def test_retained_configuration_checks_current_haproxy(system: System) -> None:
+    """A checkpoint whose declarations the current binary refuses (the removed nbproc) is
+    never dispatched, however consistent it is."""
+    from controller.render import RenderedFile, build_plan, checksum, plan_id
+    from controller.retained.checkpoint import TemplateRef, encode_checkpoint, with_child_uids
+    from controller.retained.intent import INTENT_ANNOTATION, DeploymentIntent, intent_annotation
+    from controller.retained.receipts import PodReceipt
+
+    pointer = checkpoint_for_intent(system)
+    break_rendering(system)
+    stop_controllers(system)
+    template = system.custom().get_namespaced_custom_object(
+        "haproxy-haptic.org", "v1alpha1", stack.NAMESPACE, "haproxytemplateconfigs", "haptic"
+    )
+    ref = TemplateRef("haptic", stack.NAMESPACE, template["metadata"]["uid"])
+    # Rebuild the acknowledged output with nbproc added, consistently addressed.
+    from controller.publish.kube import Objects
+    from controller.publish.ordinary import OrdinaryPublisher
+
+    current = OrdinaryPublisher(Objects(system.client, stack.NAMESPACE), ref).read_output()
+    assert current is not None and current.checksum == pointer["checksum"]
+    files = [
+        RenderedFile(f.path, f.kind, f.content.replace(b"global\n", b"global\n    nbproc 2\n", 1))
+        if f.path == "haproxy.cfg"
+        else f
+        for f in current.files
+    ]
+    plan = build_plan(files)
+    pid, sums = plan_id(plan), checksum(files)
+    receipt = PodReceipt("haproxy-old", "uid-old", "rt-old", sums, pid, pid, pid, "reload")
+    objs = encode_checkpoint(ref, files, receipt, "2026-11-30T00:00:00Z")
+    objects = Objects(system.client, stack.NAMESPACE)
+    uids = {}
+    for child in objs.children:
+        existing = objects.get("haproxymapfiles", child["metadata"]["name"]) or objects.create(
+            "haproxymapfiles", child
+        )
+        uids[child["metadata"]["name"]] = existing["metadata"]["uid"]
+    for secret in objs.secrets:
+        existing = objects.get_secret(secret["metadata"]["name"]) or objects.create_secret(secret)
+        uids[secret["metadata"]["name"]] = existing["metadata"]["uid"]
+    created = objects.create("haproxycfgs", with_child_uids(objs.config, uids))
+    set_pointers(
+        system, [{"name": objs.name, "uid": created["metadata"]["uid"], "checksum": sums}, pointer]
+    )
+    lease = retained_lease(system)
+    lease.metadata.annotations[INTENT_ANNOTATION] = intent_annotation(
+        DeploymentIntent(pid, sums, "controller-0", 99, ref.uid), "2026-11-30T00:00:00Z"
+    )
+    from kubernetes.client import CoordinationV1Api
+
+    CoordinationV1Api(system.client).replace_namespaced_lease(
+        "haptic-retained-state", stack.NAMESPACE, lease
+    )
+    # Only bootstrap pods: the forged receipt is all the evidence, so validation decides.
+    system.scale("haproxy", 0)
+    wait_for(lambda: not system.haproxy_pods(ready_only=False), 60, what="no haproxy pods")
+    system.start_controller("controller-5")
+    new_pod_stays_bootstrap(system)
+    events = wait_for(
+        lambda: [
+            e for e in template_events(system, "RetainedConfigUnavailable") if "nbproc" in e.message
+        ],
+        30,
+        what="nbproc refusal",
+    )
+    assert "current HAProxy refuses" in events[0].message
