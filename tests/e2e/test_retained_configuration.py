@@ -346,3 +346,70 @@ def test_retained_configuration_checks_current_haproxy(system: System) -> None:
         what="nbproc refusal",
     )
     assert "current HAProxy refuses" in events[0].message
+
+
+# -- a deployment inside the publish throttle; an intent left by an earlier release ----------
+
+
+def test_retained_configuration_after_recent_deployment(request: pytest.FixtureRequest) -> None:
+    """The leader stops right after a deployment whose receipt the publish throttle still
+    holds: the graceful drain publishes it, and replacements start from that checkpoint."""
+    timings = stack.Timings("4s", "3s", "500ms", "60s", "30s", "50ms")
+    system = start_system(request.node.name, haproxy_replicas=2, timings=timings)
+    try:
+        system.apply(stack.backend("echo", replicas=1))
+        system.apply([stack.ingress("echo", "x.example", "echo")])
+        wait_for(lambda: system.serves("x.example", "echo-"), 120, what="x.example served")
+        first = wait_for(lambda: checkpoint_for_intent(system), 60, what="first checkpoint")
+        system.apply([stack.ingress("echo-y", "y.example", "echo")])
+        wait_for(lambda: system.serves("y.example", "echo-"), 60, what="y.example served")
+        wait_for(
+            lambda: intent(system).get("checksum") != first["checksum"],
+            30,
+            what="intent names the new deployment",
+        )
+        assert checkpoint_for_intent(system) is None  # still held by the throttle
+        leader, _standby = _leader_and_standby(system)
+        system.controllers.pop(leader).stop(grace=30)  # graceful: the term drains
+        recent = wait_for(lambda: checkpoint_for_intent(system), 10, what="the drained checkpoint")
+        break_rendering(system)
+        system.scale("haproxy", 3)
+        wait_for(
+            lambda: len(system.haproxy_pods(ready_only=True)) == 3, 120, what="replacement Ready"
+        )
+        assert system.serves("y.example", "echo-")
+        checksums = {system.agent_state(p).applied_checksum for p in system.haproxy_pods()}
+        assert checksums == {recent["checksum"]}
+    finally:
+        system.stop()
+
+
+def test_upgraded_leader_keeps_the_deployment_intent_of_an_earlier_release(
+    system: System,
+) -> None:
+    from kubernetes.client import CoordinationV1Api
+
+    from controller.retained.intent import INTENT_ANNOTATION
+
+    pointer = checkpoint_for_intent(system)
+    stop_controllers(system)
+    leases = CoordinationV1Api(system.client)
+    # An earlier release kept the intent on the leader-election Lease, written after the
+    # last claim; the retained-state Lease still names something older.
+    retained = retained_lease(system)
+    copy = retained.metadata.annotations[INTENT_ANNOTATION]
+    older = json.loads(copy)
+    older.update(planID="0" * 64, checksum="sha256:" + "0" * 64)
+    retained.metadata.annotations[INTENT_ANNOTATION] = json.dumps(older)
+    leases.replace_namespaced_lease("haptic-retained-state", stack.NAMESPACE, retained)
+    leader = system.leader_lease()
+    leader.metadata.annotations[INTENT_ANNOTATION] = copy
+    leases.replace_namespaced_lease("haptic-leader", stack.NAMESPACE, leader)
+    break_rendering(system)
+    system.start_controller("controller-5")
+    system.scale("haproxy", 3)
+    wait_for(lambda: len(system.haproxy_pods(ready_only=True)) == 3, 120, what="recovered")
+    assert system.serves("x.example", "echo-")
+    # The copy moved to the retained-state Lease and left the leader-election Lease.
+    assert intent(system)["checksum"] == pointer["checksum"]
+    assert INTENT_ANNOTATION not in (system.leader_lease().metadata.annotations or {})
