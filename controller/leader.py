@@ -30,8 +30,9 @@ from controller.publish.ordinary import OrdinaryPublisher
 from controller.render import RenderError, RenderInput, RenderOutput, render
 from controller.rendergate import RenderGate
 from controller.retained.checkpoint import TemplateRef
+from controller.retained.fleet import PodReport
 from controller.retained.intent import Term as IntentTerm
-from controller.retained.receipts import PodReceipt
+from controller.retained.receipts import PodReceipt, acknowledgement
 from controller.retained.store import IntentRefused, RetainedStateStore
 from controller.watch.discovery import DiscoveredPod
 
@@ -42,6 +43,13 @@ RETAINED_CONFIG_ACTIVE = Gauge(
     "1 while validated recovery from a retained checkpoint is scheduled (ADR-0033)",
 )
 DRAIN_BOUND_SECONDS = 15.0
+# Agents pace reloads about a second apart; look again a little after that.
+RELOAD_FOLLOW_UP_DELAY = 1.2
+
+
+def summarize_outcomes(outcomes: Sequence[PodOutcome]) -> dict[str, str]:
+    """Pod -> what its agent did, or `failed: <why>`."""
+    return {o.pod.name: o.action if not o.error else f"failed: {o.error}" for o in outcomes}
 
 
 class PlanMemory:
@@ -107,7 +115,8 @@ class LeaderPipeline:
         term_valid: Callable[[], bool],
         check_term: Callable[[], None],
         record_event: Callable[[str, str, str], None],
-        run_deployment: Callable[[RenderOutput], None] | None = None,
+        run_deployment: Callable[[RenderOutput, set[str] | None], dict[str, str]] | None = None,
+        run_publication: Callable[[], None] | None = None,
         write_fence: Callable[[], bool] = lambda: True,
         on_converged: Callable[[RenderOutput], None] | None = None,
     ) -> None:
@@ -127,7 +136,8 @@ class LeaderPipeline:
         self.record_event = record_event
         # In a worker, deployments go through the fenced leader task (controller.deploy.tasks)
         # which calls back into `deploy`; tests may run them in place.
-        self.run_deployment = run_deployment or (lambda output: self.deploy(output))
+        self.run_deployment = run_deployment or self._deploy_in_place
+        self.run_publication = run_publication or self.publish
         # A cross-cluster Standby keeps its fence shut: it renders nothing, deploys nothing.
         self.write_fence = write_fence
         # Called once every HAProxy pod runs an output (ADR-0034's status applier).
@@ -153,6 +163,7 @@ class LeaderPipeline:
         self._known_pods: set[str] = set()
         self._recovering = False
         self._recover_again: str | None = None
+        self._follow_up_at: float | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -280,20 +291,54 @@ class LeaderPipeline:
             action = self.scheduler.next_action(time.monotonic())
             if isinstance(action, Dispatch):
                 try:
-                    self.run_deployment(action.output)
+                    results = self.run_deployment(action.output, None)
+                    if any(v == "reload_scheduled" for v in results.values()):
+                        self._follow_up_at = time.monotonic() + RELOAD_FOLLOW_UP_DELAY
                 except Exception:
                     log.exception("deployment of %s failed", action.plan_id)
                 finally:
                     self.scheduler.completed(action.plan_id)
                 continue
+            if self._follow_up_at is not None and time.monotonic() >= self._follow_up_at:
+                self._follow_up_paced_reloads()
+                continue
             wait = 1.0
+            if self._follow_up_at is not None:
+                wait = max(0.0, self._follow_up_at - time.monotonic())
             if isinstance(action, WaitUntil):
-                wait = max(0.0, action.at - time.monotonic())
+                wait = min(wait, max(0.0, action.at - time.monotonic()))
             elif self._drift_due():
                 self._drift_prevention()
             with self._wake:
                 if not (self._pods_changed or self._stopping):
                     self._wake.wait(timeout=min(wait, 1.0))
+
+    def _follow_up_paced_reloads(self) -> None:
+        """A paced reload confirms the worker receipt only when it has run: read the pods
+        again, absorb what they now prove, and keep following up while any is pending."""
+        self._follow_up_at = None
+        output = self.state.last_good
+        if output is None:
+            return
+        reports = self.deployer.read_states(self._targets(), verify=False)
+        self._absorb_reports(output, reports)
+        if any(r.reachable and r.pending_reload for r in reports):
+            self._follow_up_at = time.monotonic() + RELOAD_FOLLOW_UP_DELAY
+        elif self.on_converged is not None:
+            self._maybe_converged(output)
+
+    def _absorb_reports(self, output: RenderOutput, reports: Sequence[PodReport]) -> None:
+        for report in reports:
+            receipt = acknowledgement(report, output.plan_id, output.checksum)
+            if receipt is None:
+                continue
+            self.state.unsaved[report.pod_name] = receipt
+            self.state.fleet_checksums[report.pod_name] = receipt.checksum
+            self.state.pending_status[report.pod_name] = {
+                **receipt.as_status(),
+                "lastError": "",
+                "consecutiveErrors": 0,
+            }
 
     def _targets(self, only: set[str] | None = None) -> list[HAProxyPod]:
         pods = []
@@ -340,6 +385,9 @@ class LeaderPipeline:
             except Exception:
                 log.exception("status applier failed for %s", output.plan_id)
 
+    def _deploy_in_place(self, output: RenderOutput, only: set[str] | None) -> dict[str, str]:
+        return summarize_outcomes(self.deploy(output, only))
+
     def _absorb(self, output: RenderOutput, outcomes: Sequence[PodOutcome]) -> None:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         for outcome in outcomes:
@@ -367,8 +415,8 @@ class LeaderPipeline:
         if new:
             log.info("new HAProxy pods discovered: %s", sorted(new))
         if new and self.state.last_good is not None:
-            self.deploy(self.state.last_good, only=new)
-        elif new and self.state.last_good is None:
+            self.run_deployment(self.state.last_good, new)
+        elif new:
             self.request_render()
 
     def _drift_due(self) -> bool:
@@ -390,7 +438,12 @@ class LeaderPipeline:
         while self._alive():
             due = self._last_publish + self.settings.publish_interval
             if time.monotonic() >= due:
-                self.publish()
+                self._last_publish = time.monotonic()
+                if self._has_unpublished():
+                    try:
+                        self.run_publication()
+                    except Exception:
+                        log.exception("publication failed")
             with self._wake:
                 if not self._stopping:
                     self._wake.wait(timeout=min(1.0, max(0.05, due - time.monotonic())))
@@ -402,11 +455,10 @@ class LeaderPipeline:
         queued and go out once rendering recovers.
         """
         self._last_publish = time.monotonic()
+        if not self._has_unpublished():
+            return
         output = self.state.last_good
-        if output is None or self.state.publication_latched:
-            return
-        if not self.state.unsaved and not self.state.pending_status:
-            return
+        assert output is not None
         self.check_term()
         self.ordinary.publish_output(output)
         status, self.state.pending_status = self.state.pending_status, {}
@@ -421,6 +473,13 @@ class LeaderPipeline:
                 self.state.unsaved.clear()
             except PublicationFailed as exc:
                 log.warning("checkpoint publication failed: %s", exc)
+
+    def _has_unpublished(self) -> bool:
+        return (
+            self.state.last_good is not None
+            and not self.state.publication_latched
+            and bool(self.state.unsaved or self.state.pending_status)
+        )
 
     # -- recovery (ADR-0033) ---------------------------------------------------------------------
 
@@ -484,18 +543,7 @@ class LeaderPipeline:
         pod has a reload pending (bounded by the drain deadline)."""
         while time.monotonic() < deadline:
             reports = self.deployer.read_states(self._targets(), verify=False)
-            pending = [r for r in reports if r.reachable and r.pending_reload]
-            for report in reports:
-                from controller.retained.receipts import acknowledgement
-
-                receipt = acknowledgement(report, output.plan_id, output.checksum)
-                if receipt is not None:
-                    self.state.unsaved[report.pod_name] = receipt
-                    self.state.pending_status[report.pod_name] = {
-                        **receipt.as_status(),
-                        "lastError": "",
-                        "consecutiveErrors": 0,
-                    }
-            if not pending:
+            self._absorb_reports(output, reports)
+            if not any(r.reachable and r.pending_reload for r in reports):
                 return
             time.sleep(0.1)

@@ -169,10 +169,12 @@ def dispatch(pipeline: LeaderPipeline, result: RecoveryEvaluation) -> dict[str, 
             log.warning("recovery of %s stopped: %s", target, again.verdict.reason)
             done[target] = f"stopped: {again.verdict.reason}"
             return done
-        outcomes = pipeline.deploy(result.output, only={target})
-        for outcome in outcomes:
-            log.info("recovery apply to %s: %s %s", target, outcome.action, outcome.error or "")
-            done[target] = outcome.action if not outcome.error else f"failed: {outcome.error}"
+        # Through the same fenced deployment path as every apply (the leader task in a
+        # worker); the agent's expected-previous-plan fence refuses a pod configured since.
+        pipeline.plans.remember(result.output)
+        for pod, what in pipeline.run_deployment(result.output, {target}).items():
+            log.info("recovery apply to %s: %s", pod, what)
+            done[pod] = what
     return done
 
 

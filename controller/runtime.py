@@ -196,7 +196,8 @@ class ControllerReplica:
             term_valid=term.is_valid,
             check_term=lambda: check_term(self.api_client, term.token),
             record_event=events.record,
-            run_deployment=lambda output: self._deploy_via_leader_queue(term, output),
+            run_deployment=lambda output, only: self._deploy_via_leader_queue(term, output, only),
+            run_publication=lambda: self._via_leader_queue(term, "controller.leader.publish"),
             write_fence=self.hub.fence.is_open,
             on_converged=applier.apply,
         )
@@ -210,16 +211,27 @@ class ControllerReplica:
                 lambda _pods: pipeline.pods_changed(),
             )
 
-    def _deploy_via_leader_queue(self, term: Term, output: Any) -> None:
+    def _via_leader_queue(self, term: Term, task: str, *args: Any) -> dict[str, Any]:
+        """Run a fenced leader task (it executes in this process, which consumes the leader
+        queue for the term) and wait for its answer."""
         from haptic_site.celery import app
 
-        result = send_leader_task(app, "controller.leader.deploy", term.token, output.plan_id)
+        result = send_leader_task(app, task, term.token, *args)
         try:
             answer = result.get(timeout=DEPLOY_TASK_TIMEOUT, disable_sync_subtasks=False)
         finally:
             result.forget()
         if answer.get("status") != "done":
-            log.warning("deployment task for %s: %s", output.plan_id, answer)
+            log.warning("%s %s: %s", task, args, answer)
+        return answer
+
+    def _deploy_via_leader_queue(
+        self, term: Term, output: Any, only: set[str] | None
+    ) -> dict[str, str]:
+        answer = self._via_leader_queue(
+            term, "controller.leader.deploy", output.plan_id, sorted(only) if only else None
+        )
+        return dict(answer.get("pods") or {})
 
     def drain_term(self) -> None:
         """Graceful stop while the term still renews: drain, bounded to 15 s."""

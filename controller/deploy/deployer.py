@@ -89,6 +89,7 @@ class Deployer:
         self.pool = pool
         self._executor = ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="deploy")
         self._sequence = itertools.count(1)
+        self._last_state: dict[str, AgentState] = {}  # pod uid -> state after our last apply
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
@@ -124,10 +125,38 @@ class Deployer:
         verify: bool,
     ) -> PodOutcome:
         client = self.pool.client(pod)
+        cached = self._last_state.get(pod.uid)
         try:
-            state = client.state(verify=verify)
+            # The state the last apply returned is current unless someone else applied
+            # since; the agent's expected-previous-plan fence tells us, and we re-read.
+            reuse = cached is not None and not verify and cached.applied_plan_id != output.plan_id
+            state = cached if reuse and cached is not None else client.state(verify=verify)
         except AgentError as exc:
             return PodOutcome(pod, "failed", None, error=str(exc))
+        outcome = self._apply(client, pod, state, output, holder, epoch, sequence, known_plans)
+        if outcome.reason == "unexpected_previous_plan" and reuse:
+            try:
+                state = client.state()
+            except AgentError as exc:
+                return PodOutcome(pod, "failed", None, error=str(exc))
+            outcome = self._apply(client, pod, state, output, holder, epoch, sequence, known_plans)
+        if outcome.state is not None and outcome.action not in ("failed", "refused"):
+            self._last_state[pod.uid] = outcome.state
+        else:
+            self._last_state.pop(pod.uid, None)
+        return outcome
+
+    def _apply(
+        self,
+        client: AgentClient,
+        pod: HAProxyPod,
+        state: AgentState,
+        output: RenderOutput,
+        holder: str,
+        epoch: int,
+        sequence: int,
+        known_plans: Mapping[str, Mapping[str, Any]],
+    ) -> PodOutcome:
         decision = decide_pod(
             state.applied_plan_id,
             state.applied_checksum,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller.leader import summarize_outcomes
 from controller.leader_tasks import Fence, leader_task
 
 
@@ -22,8 +23,18 @@ def deploy(fence: Fence, plan_id: str, only: list[str] | None = None) -> dict[st
         return {"status": "unknown_plan", "plan_id": plan_id}
     fence.check()
     outcomes = pipeline.deploy(output, only=set(only) if only else None)
-    return {
-        "status": "done",
-        "plan_id": plan_id,
-        "pods": {o.pod.name: {"action": o.action, "error": o.error} for o in outcomes},
-    }
+    return {"status": "done", "plan_id": plan_id, "pods": summarize_outcomes(outcomes)}
+
+
+@leader_task("controller.leader.publish")
+def publish(fence: Fence) -> dict[str, Any]:
+    """The throttled publication of the term's output, receipts and checkpoint."""
+    from controller.runtime import current_replica
+
+    replica = current_replica()
+    pipeline = replica.pipeline if replica is not None else None
+    if pipeline is None or pipeline.token != fence.token:
+        return {"status": "stale", "reason": "no pipeline for this term in this process"}
+    fence.check()
+    pipeline.publish()
+    return {"status": "done"}

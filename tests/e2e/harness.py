@@ -164,6 +164,7 @@ class System:
             proc.stop(grace=30)
         self.node.stop(timeout=30)
         self.api.stop()
+        shutil.rmtree(self.api.state_dir, ignore_errors=True)
 
 
 def start_system(

@@ -1,0 +1,461 @@
+"""End-to-end convergence on the local stack (issue 7): a change written to the Kubernetes API
+until every HAProxy pod serves it, measured by HTTP through each pod.
+
+The stack: the local API server and node, 3 HAProxy pods (agent + real haproxy), 2 controller
+replicas as Celery workers on Redis, production-like timings (publish every 10 s, deployments
+at most every 100 ms). The load: 800 Ingresses, each with its own host, Service and
+EndpointSlice with 3 endpoints (the render benchmark's scale set), plus a probe Ingress whose
+Service selects the running sample backend pods A and B by a label.
+
+- endpoint change: toggle the label that puts pod B into the probe Service (the node's
+  EndpointSlice controller updates the slice, as kube-controller-manager would). Served when
+  every HAProxy pod answers from B (added) or answers only from A four times in a row
+  (removed). Targets: median <= 300 ms, p95 <= 600 ms.
+- reloads per 100 endpoint changes, from the agents' reload_count (target 0).
+- new Ingress (a new backend, so a reload): create an Ingress for a new host on a Service that
+  already exists; served when every HAProxy pod answers 200 for the host. Target p95 <= 2 s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+
+from bench.harness import summarize
+from haptic_site import stack
+from haptic_site.stack import wait_for
+from tests.e2e.harness import System, start_system
+from tests.render.builders import scale_set
+
+INGRESSES = 800
+HAPROXY_PODS = 3
+ENDPOINT_CHANGES = int(os.environ.get("BENCH_CONVERGENCE_CHANGES", "40"))
+NEW_INGRESSES = int(os.environ.get("BENCH_CONVERGENCE_INGRESSES", "12"))
+REMOVED_RUN = 4  # answers only from A, in a row, that prove B is gone
+CHANGE_TIMEOUT = 15.0
+PROBE_HOST = "probe.bench.test"
+SERVE_LABEL = "haptic-bench/serve"
+TARGET_MEDIAN_MS = 300.0
+TARGET_P95_MS = 600.0
+TARGET_INGRESS_P95_MS = 2000.0
+
+
+# -- pure detection ------------------------------------------------------------------------------
+
+
+def converged_index(backends: Sequence[str], target: str, added: bool, run: int) -> int | None:
+    """Index of the answer that proves the change, or None yet.
+
+    added: the first answer from `target`. Removed: the first answer of `run` answers in a row
+    not from `target` (with round robin over two servers, B still enabled can't give that).
+    An answer "" (no backend: error or non-200) never proves anything.
+    """
+    if added:
+        for i, name in enumerate(backends):
+            if name == target:
+                return i
+        return None
+    streak = 0
+    for i, name in enumerate(backends):
+        streak = streak + 1 if name and name != target else 0
+        if streak == run:
+            return i - run + 1
+    return None
+
+
+# -- HTTP through one HAProxy pod --------------------------------------------------------------
+
+
+class Prober:
+    """Keep-alive requests through one HAProxy pod (reconnects when the pod closes)."""
+
+    def __init__(self, ip: str) -> None:
+        self.ip = ip
+        self.conn: http.client.HTTPConnection | None = None
+
+    def get(self, host: str) -> tuple[int | None, str]:
+        for _ in range(2):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection(self.ip, 8080, timeout=5)
+            try:
+                self.conn.request("GET", "/", headers={"Host": host})
+                response = self.conn.getresponse()
+                response.read()
+                if response.getheader("Connection", "").lower() == "close":
+                    self.close()
+                return response.status, response.getheader("X-Pod-Name") or ""
+            except (OSError, http.client.HTTPException):
+                self.close()
+        return None, ""
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def until_every_pod(
+    probers: Sequence[Prober], check: Callable[[Prober], float | None], timeout: float
+) -> float | None:
+    """Run `check` on every prober in parallel; each returns the monotonic time it saw the
+    change (None: timed out). The change is served when the last pod serves it."""
+    results: list[float | None] = [None] * len(probers)
+
+    def one(i: int) -> None:
+        results[i] = check(probers[i])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(probers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout + 5)
+    if any(r is None for r in results):
+        return None
+    return max(r for r in results if r is not None)
+
+
+def watch_endpoint(prober: Prober, target: str, added: bool, deadline: float) -> float | None:
+    backends: list[str] = []
+    stamps: list[float] = []
+    while time.monotonic() < deadline:
+        status, backend = prober.get(PROBE_HOST)
+        backends.append(backend if status == 200 else "")
+        stamps.append(time.monotonic())
+        index = converged_index(backends, target, added, REMOVED_RUN)
+        if index is not None:
+            return stamps[index]
+        # Polling costs CPU the controller needs on a small machine; 10 ms is the resolution.
+        time.sleep(0.01)
+    return None
+
+
+def watch_host(prober: Prober, host: str, deadline: float) -> float | None:
+    while time.monotonic() < deadline:
+        status, _ = prober.get(host)
+        if status == 200:
+            return time.monotonic()
+        time.sleep(0.01)
+    return None
+
+
+# -- the stack --------------------------------------------------------------------------------
+
+
+def _create_all(system: System, objects: list[dict], workers: int = 6) -> None:
+    local = threading.local()
+
+    def create(obj: dict) -> None:
+        if not hasattr(local, "client"):
+            local.client = system.api.api_client()
+        c = local.client
+        ns = obj["metadata"].get("namespace")
+        kind = obj["kind"]
+        if kind == "Namespace":
+            kubernetes.client.CoreV1Api(c).create_namespace(obj)
+        elif kind == "Service":
+            kubernetes.client.CoreV1Api(c).create_namespaced_service(ns, obj)
+        elif kind == "EndpointSlice":
+            kubernetes.client.DiscoveryV1Api(c).create_namespaced_endpoint_slice(ns, obj)
+        elif kind == "Ingress":
+            kubernetes.client.NetworkingV1Api(c).create_namespaced_ingress(ns, obj)
+        else:
+            raise ValueError(kind)
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(create, objects))
+
+
+def _service(name: str, selector: dict[str, str]) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": stack.NAMESPACE},
+        "spec": {"selector": selector, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+    }
+
+
+def _set_serving(system: System, pod: str, serving: bool) -> None:
+    labels = {SERVE_LABEL: "yes" if serving else None}
+    system.core().patch_namespaced_pod(pod, stack.NAMESPACE, {"metadata": {"labels": labels}})
+
+
+def _ready_probe_pods(system: System) -> list[str]:
+    pods = system.core().list_namespaced_pod(stack.NAMESPACE, label_selector="app=probe").items
+    ready = [
+        p.metadata.name
+        for p in pods
+        if not p.metadata.deletion_timestamp
+        and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+    ]
+    return sorted(ready)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of one process and its waited-for children, such as the
+    render gate's `haproxy -c` runs (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _pod_processes(state_dir: Path) -> dict[int, str]:
+    """pid -> pod name of every process the local node runs for this stack."""
+    out: dict[int, str] = {}
+    marker = f"LOCALCLUSTER_POD_DIR={state_dir}/pods/".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        for var in env.split(b"\0"):
+            if var.startswith(marker):
+                out[int(entry.name)] = var[len(marker) :].decode().rsplit("/", 1)[-1]
+    return out
+
+
+def _cpu_by_part(system: System) -> dict[str, float]:
+    """CPU seconds so far by part of the stack (this process hosts the node and probers)."""
+    parts = {"api_server": _cpu_seconds(system.api.proc.pid)}
+    for name, proc in system.controllers.items():
+        parts[name] = _cpu_seconds(proc.proc.pid) if proc.proc else 0.0
+    haproxy = 0.0
+    for pid, pod in _pod_processes(system.api.state_dir).items():
+        if pod.startswith("haproxy-"):
+            haproxy += _cpu_seconds(pid)
+    parts["haproxy_pods_agent_and_haproxy"] = haproxy
+    parts["bench_process_node_and_probers"] = _cpu_seconds(os.getpid())
+    return parts
+
+
+def _reloads(system: System) -> dict[str, int]:
+    return {
+        p.metadata.name: system.agent_state(p).reload_count
+        for p in system.haproxy_pods(ready_only=False)
+    }
+
+
+def _setup(system: System) -> tuple[str, str]:
+    scale = scale_set(INGRESSES)
+    namespaces = sorted({o["metadata"]["namespace"] for o in scale["ingresses"]})
+    _create_all(
+        system,
+        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in namespaces],
+    )
+    _create_all(system, scale["services"] + scale["endpointslices"])
+    _create_all(system, scale["ingresses"])
+    # The probe: two running backend pods; the Service selects those labelled to serve.
+    probe = stack.backend("probe", replicas=2)
+    system.apply([probe[0]])
+    system.apply([_service("probe", {"app": "probe", SERVE_LABEL: "yes"})])
+    system.apply([_service(f"fresh-{i}", {"app": "probe"}) for i in range(NEW_INGRESSES)])
+    a, b = wait_for(
+        lambda: (p := _ready_probe_pods(system)) and len(p) == 2 and p, 120, what="probe pods"
+    )
+    _set_serving(system, a, True)
+    # Created last: once it is served, the 800 Ingresses before it are in the render too.
+    system.apply([stack.ingress("probe", PROBE_HOST, "probe")])
+    wait_for(lambda: system.serves(PROBE_HOST, a), 180, what="probe host served")
+    return a, b
+
+
+class SliceWatch:
+    """Watches the probe Service's EndpointSlices: when did the slice show each endpoint set
+    (splits the node's EndpointSlice controller from haptic's part of the latency)."""
+
+    def __init__(self, system: System) -> None:
+        self.api = kubernetes.client.DiscoveryV1Api(system.api.api_client())
+        self.events: list[tuple[float, frozenset[str]]] = []
+        self._lock = threading.Lock()
+        self._watch = kubernetes.watch.Watch()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> SliceWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # The stream ends at its next event or when the API server stops (daemon thread).
+        self._watch.stop()
+
+    def _run(self) -> None:
+        stream = self._watch.stream(
+            self.api.list_namespaced_endpoint_slice,
+            stack.NAMESPACE,
+            label_selector="kubernetes.io/service-name=probe",
+            timeout_seconds=900,
+        )
+        # The API server going away at the end of the run ends the stream with an error.
+        with contextlib.suppress(Exception):
+            self._consume(stream)
+
+    def _consume(self, stream: Any) -> None:
+        for event in stream:
+            ips = frozenset(
+                addr
+                for ep in event["object"].endpoints or []
+                if (ep.conditions is None or ep.conditions.ready is not False)
+                for addr in ep.addresses[:1]
+            )
+            with self._lock:
+                self.events.append((time.monotonic(), ips))
+
+    def first(self, after: float, predicate: Callable[[frozenset[str]], bool]) -> float | None:
+        with self._lock:
+            for at, ips in self.events:
+                if at >= after and predicate(ips):
+                    return at
+        return None
+
+
+def _endpoint_changes(
+    system: System, probers: list[Prober], a: str, b: str
+) -> tuple[list[float], list[float]]:
+    """(API write -> served by every pod, slice updated -> served by every pod) in ms."""
+    b_ip = system.core().read_namespaced_pod(b, stack.NAMESPACE).status.pod_ip
+    samples: list[float] = []
+    from_slice: list[float] = []
+    serving = False
+    with SliceWatch(system) as slices:
+        for _ in range(ENDPOINT_CHANGES):
+            serving = not serving
+            time.sleep(0.4)  # quiet time: each change is measured on its own
+            started = time.monotonic()
+            _set_serving(system, b, serving)
+            deadline = started + CHANGE_TIMEOUT
+            done = until_every_pod(
+                probers,
+                lambda p, s=serving, d=deadline: watch_endpoint(p, b, s, d),
+                CHANGE_TIMEOUT,
+            )
+            if done is None:
+                raise RuntimeError(f"endpoint change (B serving={serving}) not served in time")
+            samples.append((done - started) * 1000)
+            sliced = slices.first(started, lambda ips, s=serving: (b_ip in ips) == s)
+            if sliced is not None:
+                from_slice.append((done - sliced) * 1000)
+    if serving:  # leave B out again (an even number of changes ends there anyway)
+        _set_serving(system, b, False)
+    return samples, from_slice
+
+
+def _new_ingresses(system: System, probers: list[Prober]) -> list[float]:
+    networking = kubernetes.client.NetworkingV1Api(system.client)
+    samples: list[float] = []
+    for i in range(NEW_INGRESSES):
+        time.sleep(1.5)  # past the agents' reload pacing (1 s), so no reload waits on another
+        host = f"fresh-{i}.bench.test"
+        started = time.monotonic()
+        networking.create_namespaced_ingress(
+            stack.NAMESPACE, stack.ingress(f"fresh-{i}", host, f"fresh-{i}")
+        )
+        deadline = started + CHANGE_TIMEOUT
+        done = until_every_pod(
+            probers, lambda p, h=host, d=deadline: watch_host(p, h, d), CHANGE_TIMEOUT
+        )
+        if done is None:
+            raise RuntimeError(f"new Ingress {host} not served in time")
+        samples.append((done - started) * 1000)
+    return samples
+
+
+def run() -> list[dict[str, Any]]:
+    timings = stack.Timings()  # production-like: publish every 10 s, deploy at most every 100 ms
+    system = start_system("bench_convergence", haproxy_replicas=HAPROXY_PODS, timings=timings)
+    probers: list[Prober] = []
+    try:
+        wait_for(
+            lambda: len(system.haproxy_pods(ready_only=False)) == HAPROXY_PODS, 60, what="pods"
+        )
+        setup_started = time.monotonic()
+        a, b = _setup(system)
+        setup_s = time.monotonic() - setup_started
+        probers = [Prober(p.status.pod_ip) for p in system.haproxy_pods(ready_only=False)]
+        load_before = os.getloadavg()[0]
+        reloads_before = _reloads(system)
+        cpu_before = _cpu_by_part(system)
+        endpoint_ms, slice_ms = _endpoint_changes(system, probers, a, b)
+        cpu_after = _cpu_by_part(system)
+        leader = system.leader()
+        load_during = os.getloadavg()[0]
+        reloads_after = _reloads(system)
+        ingress_ms = _new_ingresses(system, probers)
+        reloads_final = _reloads(system)
+    finally:
+        for p in probers:
+            p.close()
+        system.stop()
+        shutil.rmtree(system.api.state_dir, ignore_errors=True)  # pod dirs, API state
+
+    per_pod = {n: reloads_after[n] - reloads_before.get(n, 0) for n in reloads_after}
+    worst = max(per_pod.values()) if per_pod else 0
+    changes = len(endpoint_ms)
+    per_100 = worst * 100 / changes
+    ep = summarize(endpoint_ms)
+    ing = summarize(ingress_ms)
+    context = {
+        "ingresses": INGRESSES,
+        "haproxy_pods": HAPROXY_PODS,
+        "controllers": 2,
+        "loadavg_1m_before": round(load_before, 2),
+        "loadavg_1m_after_endpoint_changes": round(load_during, 2),
+        "setup_seconds": round(setup_s, 1),
+    }
+    return [
+        {
+            "metric": "endpoint_change_to_served_by_every_pod",
+            **ep,
+            **context,
+            "target": f"median <= {TARGET_MEDIAN_MS:g} ms and p95 <= {TARGET_P95_MS:g} ms",
+            "meets_target": ep["median_ms"] <= TARGET_MEDIAN_MS and ep["p95_ms"] <= TARGET_P95_MS,
+        },
+        {
+            "metric": "endpointslice_updated_to_served_by_every_pod",
+            **summarize(slice_ms),
+            "target": "reported: haptic's share of the endpoint change (watch, render, "
+            "deploy); the rest is the node's EndpointSlice controller",
+            "meets_target": True,
+        },
+        {
+            "metric": "cpu_ms_per_endpoint_change",
+            **{
+                part: round((cpu_after[part] - cpu_before.get(part, 0.0)) * 1000 / changes, 1)
+                for part in cpu_after
+            },
+            "leader": leader,
+            "target": "reported: where the CPU of an endpoint change goes (the machine is "
+            "shared, so contention turns CPU into latency)",
+            "meets_target": True,
+        },
+        {
+            "metric": "reloads_per_100_endpoint_changes",
+            "value": round(per_100, 2),
+            "endpoint_changes": len(endpoint_ms),
+            "reloads_per_pod": per_pod,
+            "target": "0",
+            "meets_target": worst == 0,
+        },
+        {
+            "metric": "new_ingress_reload_to_served_by_every_pod",
+            **ing,
+            **context,
+            "reloads_per_pod": {
+                n: reloads_final[n] - reloads_after.get(n, 0) for n in reloads_final
+            },
+            "target": f"p95 <= {TARGET_INGRESS_P95_MS:g} ms",
+            "meets_target": ing["p95_ms"] <= TARGET_INGRESS_P95_MS,
+        },
+    ]
