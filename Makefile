@@ -19,7 +19,7 @@ $(STAMP): requirements.txt
 	@test -x $(PY) || { echo ">> creating $(VENV) with $$($(PYTHON) --version)"; $(PYTHON) -m venv $(VENV); }
 	@echo ">> installing requirements.txt into $(VENV) (first time takes a minute)"
 	@$(PY) -m pip install --disable-pip-version-check -q --upgrade pip
-	@$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	@$(PY) -m pip install --disable-pip-version-check --progress-bar on -r requirements.txt
 	@touch $(STAMP)
 
 # The browser test uses Debian's chromium; installed here when missing and we are root.

@@ -320,7 +320,8 @@ class LeaderPipeline:
         output = self.state.last_good
         if output is None:
             return
-        reports = self.deployer.read_states(self._targets(), verify=False)
+            # verify=1: a receipt needs re-verified worker evidence.
+            reports = self.deployer.read_states(self._targets(), verify=True)
         self._absorb_reports(output, reports)
         if any(r.reachable and r.pending_reload for r in reports):
             self._follow_up_at = time.monotonic() + RELOAD_FOLLOW_UP_DELAY
@@ -448,7 +449,7 @@ class LeaderPipeline:
                 if not self._stopping:
                     self._wake.wait(timeout=min(1.0, max(0.05, due - time.monotonic())))
 
-    def publish(self) -> None:
+    def publish(self, output: RenderOutput | None = None) -> None:
         """Publish the output, the receipts and the newest acknowledged checkpoint.
 
         Held while reconciliation is failing (the publication latch); unsaved receipts stay
@@ -457,7 +458,8 @@ class LeaderPipeline:
         self._last_publish = time.monotonic()
         if not self._has_unpublished():
             return
-        output = self.state.last_good
+        # The drain publishes the last dispatched output, not a newer undispatched render.
+        output = output or self.state.last_good
         assert output is not None
         self.check_term()
         self.ordinary.publish_output(output)
@@ -536,13 +538,14 @@ class LeaderPipeline:
         ):
             log.warning("drain: another term claimed the retained state; publishing nothing")
             return
-        self.publish()
+        self.publish(last.output if last is not None else None)
 
     def _await_pending_reloads(self, output: RenderOutput, deadline: float) -> None:
         """A paced reload confirms the worker receipt only on its follow-up: poll until no
         pod has a reload pending (bounded by the drain deadline)."""
         while time.monotonic() < deadline:
-            reports = self.deployer.read_states(self._targets(), verify=False)
+            # verify=1: a receipt needs re-verified worker evidence.
+            reports = self.deployer.read_states(self._targets(), verify=True)
             self._absorb_reports(output, reports)
             if not any(r.reachable and r.pending_reload for r in reports):
                 return

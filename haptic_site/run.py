@@ -1,106 +1,601 @@
-"""`make run`: start the whole system on the embedded defaults and say where to look.
+"""`make run`: set up and start the whole system on one machine, then say where to look.
 
-Every process logs under var/log/; Ctrl-C stops them all gracefully, in reverse start order,
-and leaves no stray process (each child runs in its own process group).
+What it starts, in order (Ctrl-C stops the controllers first, followers then the leader so
+it drains and releases its Lease, then the mirror, the web site, and last the local cluster
+whose node stops the pods):
+
+  localcluster `python -m localcluster up` on 127.0.0.1:$HAPTIC_CLUSTER_PORT (default 16443;
+               0 picks a free port), state in var/cluster (kept between runs), which runs
+               $HAPTIC_HAPROXY_REPLICAS (default 3) HAProxy pods and the sample backends.
+               Not started when `manage.py localcluster up` already runs one (it is used
+               and left running) or when HAPTIC_KUBECONFIG names another cluster.
+  web          gunicorn on 127.0.0.1:$HAPTIC_WEB_PORT (default 8000): dashboard, admin, API
+  controller-N two controller replicas (Celery workers with --leader-election), /healthz,
+               /readyz and /metrics on 127.0.0.1:$HAPTIC_HEALTH_PORT_BASE+N (default 8091;
+               0 picks free ports)
+  mirror       `manage.py run_mirror`: Kubernetes -> database
+
+Set-up on every start (idempotent, so a second `make run` resumes from var/): migrate,
+collect static files, the `viewer`/`operator` groups and the admin user
+($HAPTIC_ADMIN_USER, default `admin`; password from $HAPTIC_ADMIN_PASSWORD, else generated on
+the first run, printed once and kept in var/admin-password), its API token, the agent token
+(var/agent-token), and the manifests: namespace, token Secret, HAProxyTemplateConfig, the
+HAProxy Deployment, sample backends `echo` and `hello` with Ingresses for echo.local and
+hello.local.
+
+Everything lives under $HAPTIC_VAR_DIR (default var/); logs of every process in var/log/.
+DATABASE_URL and REDIS_URL are honoured; unset, SQLite and kombu's filesystem broker are used.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import io
 import os
+import secrets
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("HAPTIC_VAR_DIR", REPO_ROOT / "var"))
+VAR_DIR = Path(os.environ.get("HAPTIC_VAR_DIR", REPO_ROOT / "var")).resolve()
 LOG_DIR = VAR_DIR / "log"
+HOSTS = {"echo.local": "echo", "hello.local": "hello"}
+
+
+class Interrupted(Exception):
+    """Ctrl-C (or SIGTERM) arrived during start-up."""
 
 
 @dataclass
-class Supervised:
-    name: str
-    argv: list[str]
-    env: dict[str, str] = field(default_factory=dict)
-    process: subprocess.Popen[bytes] | None = None
+class Settings:
+    var_dir: Path
+    web_port: int
+    cluster_port: int
+    health_base: int
+    replicas: int
+    admin_user: str
+    converge_timeout: float
 
-    def start(self) -> None:
-        LOG_DIR.mkdir(parents=True, exist_ok=True)
-        log = open(LOG_DIR / f"{self.name}.log", "ab")  # noqa: SIM115 - owned by the child
-        self.process = subprocess.Popen(
-            self.argv,
-            cwd=REPO_ROOT,
-            env={**os.environ, **self.env},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+    @classmethod
+    def from_env(cls) -> Settings:
+        env = os.environ
+        return cls(
+            var_dir=VAR_DIR,
+            web_port=int(env.get("HAPTIC_WEB_PORT", "8000")),
+            cluster_port=int(env.get("HAPTIC_CLUSTER_PORT", "16443")),
+            health_base=int(env.get("HAPTIC_HEALTH_PORT_BASE", "8091")),
+            replicas=int(env.get("HAPTIC_HAPROXY_REPLICAS", "3")),
+            admin_user=env.get("HAPTIC_ADMIN_USER", "admin"),
+            converge_timeout=float(env.get("HAPTIC_CONVERGE_TIMEOUT", "300")),
         )
 
-    def stop(self, grace: float) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+
+_T0 = time.monotonic()
 
 
 def step(message: str) -> None:
-    print(f">> {message}", flush=True)
+    print(f"[{time.monotonic() - _T0:6.1f}s] >> {message}", flush=True)
 
 
-def manage(*args: str) -> None:
-    subprocess.run([sys.executable, "manage.py", *args], cwd=REPO_ROOT, check=True)
+def _secret_file(path: Path, make: Any) -> tuple[str, bool]:
+    """A value kept in a 0600 file under var/: (value, created now)."""
+    if path.exists():
+        return path.read_text().strip(), False
+    value = make()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(value + "\n")
+    return value, True
+
+
+@dataclass
+class Credentials:
+    user: str
+    password: str | None  # only when generated by this run: shown once
+    password_note: str
+    api_token: str
+
+
+def setup_site(cfg: Settings) -> Credentials:
+    """Migrate, static files, roles, admin and API token, in this process (faster than a
+    manage.py process per step; the children get the same settings from the environment)."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "haptic_site.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connections
+    from rest_framework.authtoken.models import Token
+
+    db = settings.DATABASES["default"]
+    where = db["NAME"] if "sqlite" in db["ENGINE"] else f"{db['NAME']} on {db.get('HOST')}"
+    broker = "Redis (REDIS_URL)" if settings.REDIS_URL else f"filesystem {settings.BROKER_DIR}"
+    step(f"database: {db['ENGINE'].rsplit('.', 1)[-1]} {where}; Celery broker: {broker}")
+    step("migrating the database")
+    call_command("migrate", interactive=False, verbosity=0)
+    step("collecting static files")
+    call_command("collectstatic", interactive=False, verbosity=0)
+    user_model = get_user_model()
+    from_env = os.environ.get("HAPTIC_ADMIN_PASSWORD")
+    existing = user_model.objects.filter(username=cfg.admin_user).first()
+    password_file = cfg.var_dir / "admin-password"
+    shown: str | None = None  # printed only when generated now, never again
+    if from_env:
+        password, note = from_env, "password from HAPTIC_ADMIN_PASSWORD"
+    elif existing is None or password_file.exists():
+        password, created = _secret_file(password_file, lambda: secrets.token_urlsafe(12))
+        if created:
+            shown, note = password, f"generated now, shown once; also in {password_file}"
+        else:
+            note = f"password generated on the first run, in {password_file}"
+    else:
+        password, note = None, "password set earlier (HAPTIC_ADMIN_PASSWORD or changepassword)"
+    step(f"roles viewer/operator and admin user {cfg.admin_user!r}")
+    call_command(
+        "haptic_bootstrap_roles",
+        admin_username=cfg.admin_user,
+        admin_password=password or "",
+        stdout=io.StringIO(),  # its one-line report would only repeat ours
+    )
+    user = user_model.objects.get(username=cfg.admin_user)
+    if from_env and not user.check_password(from_env):
+        # The environment is the source of truth for a given password.
+        user.set_password(from_env)
+        user.save(update_fields=["password"])
+    token, _ = Token.objects.get_or_create(user=user)
+    # The supervisor keeps no connection open while the children use the database.
+    connections.close_all()
+    return Credentials(cfg.admin_user, shown, note, token.key)
+
+
+@dataclass
+class Run:
+    cfg: Settings
+    processes: list[Any] = field(default_factory=list)
+    cluster_pid: int | None = None  # set when this run started the cluster
+    state_dir: Path = Path()
+    kubeconfig: Path = Path()
+    stopping: bool = False
+    hurry: bool = False
+    _cluster_wait: tuple[Any, int] | None = None  # (process, log offset) until ready
+
+    # -- signals ------------------------------------------------------------------------
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        if self.stopping:
+            # A second Ctrl-C: stop waiting for graceful exits.
+            self.hurry = True
+            # os.write: print() from a handler can collide with the main thread's print.
+            os.write(1, b"\n>> stopping faster (second signal)\n")
+            return
+        self.stopping = True
+
+    def check(self) -> None:
+        if self.stopping:
+            raise Interrupted
+
+    def sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.check()
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+
+    # -- processes ------------------------------------------------------------------------
+
+    def start(self, proc: Any) -> Any:
+        self.check()
+        step(f"starting {proc.name} (log: {proc.log_path})")
+        # Registered before it starts, so an interruption can never orphan it; and told to
+        # stop should this supervisor be killed outright (SIGKILL skips our clean-up).
+        self.processes.append(proc)
+        proc.parent_death_signal = signal.SIGTERM
+        proc.start()
+        return proc
+
+    def launch_cluster(self) -> None:
+        """Start the local cluster without waiting: it boots while the site is set up."""
+        from haptic_site import stack
+
+        self._cluster_wait = None
+        given = os.environ.get("HAPTIC_KUBECONFIG")
+        if given:
+            # Someone else's cluster (e.g. `python -m localcluster up` elsewhere): use it,
+            # never stop it. Its node must be able to run this machine's processes.
+            self.kubeconfig = Path(given).resolve()
+            step(f"using the cluster of HAPTIC_KUBECONFIG={self.kubeconfig}")
+            return
+        self.state_dir = self.cfg.var_dir / "cluster"
+        self.kubeconfig = self.state_dir / "kubeconfig"
+        running = stack.read_cluster_pidfile(self.cfg.var_dir)
+        if running:
+            # Started by `manage.py localcluster up`: used, and left running on Ctrl-C.
+            self.state_dir = Path(running["state_dir"])
+            self.kubeconfig = self.state_dir / "kubeconfig"
+            step(
+                f"local cluster already running (pid {running['pid']}, {running['url']}, "
+                f"started by {running.get('started_by')}); it stays up after Ctrl-C"
+            )
+            return
+        if self.cfg.cluster_port and stack.port_in_use(self.cfg.cluster_port):
+            raise SystemExit(
+                f"port {self.cfg.cluster_port} is in use: set HAPTIC_CLUSTER_PORT (0 = any)"
+            )
+        log_path = LOG_DIR / "localcluster.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        offset = log_path.stat().st_size if log_path.exists() else 0
+        proc = stack.cluster_process(self.state_dir, self.cfg.cluster_port, log_path)
+        self.start(proc)
+        self.cluster_pid = proc.proc.pid
+        self._cluster_wait = (proc, offset)
+
+    def cluster_ready(self) -> None:
+        from haptic_site import stack
+
+        if self._cluster_wait is None:
+            return
+        proc, offset = self._cluster_wait
+        try:
+            found = stack.wait_for_log_line(
+                proc,
+                offset,
+                ("apiserver listening on ", "admin listening on "),
+                "ready",
+                timeout=120,
+                interrupted=lambda: self.stopping,
+            )
+        except InterruptedError:
+            raise Interrupted from None
+        url = found["apiserver listening on "]
+        stack.write_cluster_pidfile(
+            self.cfg.var_dir,
+            {
+                "pid": proc.proc.pid,
+                "url": url,
+                "admin_url": found.get("admin listening on ", ""),
+                "state_dir": str(self.state_dir),
+                "started_by": "make run",
+            },
+        )
+        step(f"local cluster ready at {url} (state: {self.state_dir})")
+
+    def stop_all(self) -> None:
+        from haptic_site import stack
+
+        if not self.processes:
+            return
+        step("stopping (controllers first so the leader drains; Ctrl-C again to hurry)")
+        controllers = [p for p in self.processes if p.name.startswith("controller-")]
+        others = [p for p in self.processes if p not in controllers]
+        leader = self._leader()
+        # Followers first, then the leader: it releases its Lease last, so nobody takes
+        # over a term only to be stopped a moment later.
+        controllers.sort(key=lambda p: p.env.get("POD_NAME") == leader)
+        for proc in controllers + list(reversed(others)):
+            if proc.proc is None:
+                continue
+            grace = 40.0 if proc in controllers else 30.0
+            began = time.monotonic()
+            if proc.running:
+                clean = stack.stop_group(proc.proc.pid, grace, lambda: self.hurry)
+                how = "" if clean else " (killed)"
+                step(f"stopped {proc.name} in {time.monotonic() - began:.1f}s{how}")
+            # Reap the leader and anything it left in its group.
+            with contextlib.suppress(Exception):
+                proc.proc.wait(timeout=5)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.proc.pid, signal.SIGKILL)
+        if self.cluster_pid is not None:
+            stack.remove_cluster_pidfile(self.cfg.var_dir, self.cluster_pid)
+            # Pods outlive a node that had to be killed; they carry its marker.
+            strays = stack.sweep_pods(self.state_dir)
+            if strays:
+                step(f"killed {len(strays)} pod processes the node left behind")
+        from localcluster.node.supervisor import group_alive
+
+        left = [p.name for p in self.processes if p.proc is not None and group_alive(p.proc.pid)]
+        self.processes.clear()
+        if left:
+            step(f"WARNING: still running after SIGKILL: {', '.join(left)}")
+        else:
+            step("stopped; nothing left running")
+
+    def _leader(self) -> str | None:
+        try:
+            import kubernetes
+
+            from haptic_site import stack
+
+            api = kubernetes.config.new_client_from_config(config_file=str(self.kubeconfig))
+            lease = kubernetes.client.CoordinationV1Api(api).read_namespaced_lease(
+                "haptic-leader", stack.NAMESPACE, _request_timeout=3
+            )
+            return lease.spec.holder_identity
+        except Exception:  # no cluster, no lease: order does not matter then
+            return None
+
+
+def _health_ports(cfg: Settings, count: int) -> list[int]:
+    from haptic_site import stack
+
+    if cfg.health_base == 0:
+        return [stack.free_port() for _ in range(count)]
+    return [cfg.health_base + i for i in range(count)]
+
+
+def control_objects(agent_token: str) -> list[dict]:
+    """What the controllers need before they start: namespace, token, template config."""
+    from haptic_site import stack
+
+    return [*stack.base_objects(agent_token), stack.template_config(stack.Timings())]
+
+
+def workload_objects(replicas: int, token_file: Path) -> list[dict]:
+    """The HAProxy pods and the sample backends with their Ingresses."""
+    from haptic_site import stack
+
+    objects: list[dict] = [stack.haproxy_deployment(replicas, token_file)]
+    for host, name in HOSTS.items():
+        objects += stack.backend(name)
+        objects.append(stack.ingress(name, host, name))
+    return objects
+
+
+def install(api: Any, objects: list[dict]) -> None:
+    from haptic_site import stack
+
+    # Retried: a resumed API server may still be replaying its journal.
+    stack.wait_for(lambda: stack.apply_objects(api, objects) or True, 30, what="manifests")
+
+
+@dataclass
+class Fleet:
+    pods: list[tuple[str, str, bool]]  # name, ip, ready
+    leader: str | None
+    serving: dict[str, int]
+
+    def converged(self, replicas: int) -> bool:
+        # A leader is required: on a resumed cluster the agents serve their last config
+        # before any controller has confirmed it.
+        return (
+            self.leader is not None
+            and len(self.pods) == replicas
+            and all(ready for _, _, ready in self.pods)
+            and all(n == len(self.pods) for n in self.serving.values())
+        )
+
+    def describe(self, replicas: int) -> str:
+        ready = sum(1 for *_, r in self.pods if r)
+        serving = ", ".join(f"{h} {n}/{len(self.pods)}" for h, n in self.serving.items())
+        return (
+            f"haproxy pods {len(self.pods)}/{replicas} (ready {ready}); "
+            f"leader {self.leader or '-'}; serving {serving}"
+        )
+
+
+def leader_term(api: Any) -> tuple[str | None, int, bool]:
+    """(holder, fencing epoch, renewed within the lease duration) of the leader Lease."""
+    import kubernetes
+
+    from haptic_site import stack
+
+    try:
+        lease = kubernetes.client.CoordinationV1Api(api).read_namespaced_lease(
+            "haptic-leader", stack.NAMESPACE, _request_timeout=3
+        )
+    except Exception:  # no Lease yet (or the API is busy): no leader
+        return None, 0, False
+    epoch = int((lease.metadata.annotations or {}).get("haproxy-haptic.org/epoch") or 0)
+    renewed = lease.spec.renew_time
+    age = (datetime.now(UTC) - renewed).total_seconds() if renewed else None
+    fresh = age is not None and age < (lease.spec.lease_duration_seconds or 30)
+    return lease.spec.holder_identity or None, epoch, fresh
+
+
+def observe(api: Any, epoch_before: int) -> Fleet:
+    import httpx
+
+    from haptic_site import stack
+
+    pods = stack.list_haproxy_pods(api, timeout=3)
+    holder, epoch, fresh = leader_term(api)
+    # Only a term this run's controllers started counts (every term bumps the epoch): a
+    # previous run's holder can look alive for up to a lease duration after a kill.
+    leader = holder if fresh and epoch > epoch_before else None
+    serving = dict.fromkeys(HOSTS, 0)
+    for pod in pods:
+        for host in HOSTS:
+            with contextlib.suppress(httpx.HTTPError):
+                response = httpx.get(
+                    f"http://{pod.status.pod_ip}:8080/", headers={"Host": host}, timeout=2
+                )
+                serving[host] += response.status_code == 200
+    return Fleet(
+        [(p.metadata.name, p.status.pod_ip, stack.pod_ready(p)) for p in pods], leader, serving
+    )
+
+
+def wait_converged(run: Run, api: Any, epoch_before: int) -> Fleet | None:
+    """Poll until every HAProxy pod is Ready and serves every sample host; say what changes
+    (and something at least every 10 s) instead of waiting in silence."""
+    step("waiting for first convergence (pods up, leader elected, config applied)")
+    deadline = time.monotonic() + run.cfg.converge_timeout
+    last, last_print = "", 0.0
+    fleet = None
+    while time.monotonic() < deadline:
+        run.check()
+        try:
+            fleet = observe(api, epoch_before)
+        except Exception as exc:  # the API may be briefly unavailable; keep waiting
+            text = f"cluster not answering yet ({type(exc).__name__})"
+        else:
+            if fleet.converged(run.cfg.replicas):
+                step("converged: " + fleet.describe(run.cfg.replicas))
+                return fleet
+            text = fleet.describe(run.cfg.replicas)
+        if text != last or time.monotonic() - last_print > 10:
+            step(text)
+            last, last_print = text, time.monotonic()
+        for proc in run.processes:
+            if not proc.running:
+                raise RuntimeError(f"{proc.name} exited during start-up; see {proc.log_path}")
+        run.sleep(1.0)
+    step(
+        f"not converged after {run.cfg.converge_timeout:.0f}s; still running, see the logs "
+        f"in {LOG_DIR} and `python manage.py fleet`"
+    )
+    return fleet
+
+
+def summary(cfg: Settings, creds: Credentials, fleet: Fleet | None, started: float) -> None:
+    web = f"http://127.0.0.1:{cfg.web_port}"
+    lines = [
+        "",
+        f"haptic is running (ready in {time.monotonic() - started:.1f}s). Ctrl-C stops it.",
+        "",
+        f"  Dashboard:  {web}/   login: {creds.user} / "
+        + (f"{creds.password}  ({creds.password_note})" if creds.password else creds.password_note),
+        f"  Admin:      {web}/admin/",
+        f"  API:        {web}/api/v1/   token: {creds.api_token}",
+        f"              curl -H 'Authorization: Token {creds.api_token}' {web}/api/v1/fleet/",
+        f"  Leader:     {(fleet.leader if fleet else None) or '-'} (python manage.py intent)",
+        "  HAProxy pods:",
+    ]
+    for name, ip, ready in fleet.pods if fleet else []:
+        lines.append(f"    {name:<40} {ip:<16} {'Ready' if ready else 'not ready'}")
+    if fleet and fleet.pods:
+        ip = fleet.pods[0][1]
+        for host in HOSTS:
+            lines.append(f"  Try:        curl -H 'Host: {host}' http://{ip}:8080/")
+    lines += [
+        f"  Logs:       {LOG_DIR}/ (pods: {cfg.var_dir / 'cluster' / 'pods'}/<ns>/<pod>/)",
+        "  Operators:  python manage.py fleet | checkpoints | intent | request_review --reason ..",
+        "",
+    ]
+    print("\n".join(lines), flush=True)
+
+
+def _lock(var_dir: Path) -> Any:
+    """One `make run` per var/ directory (two would fight over ports and state)."""
+    fh = open(var_dir / "run.lock", "a+")  # noqa: SIM115 - held for the whole run
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SystemExit(f"another `make run` is using {var_dir}") from None
+    return fh
 
 
 def main() -> int:
-    port = int(os.environ.get("HAPTIC_WEB_PORT", "8000"))
-    step("migrating the database (SQLite under var/ unless DATABASE_URL is set)")
-    manage("migrate", "--noinput", "-v", "0")
-    manage("collectstatic", "--noinput", "-v", "0")
-    stack = [
-        Supervised(
-            "web",
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "haptic_site.wsgi",
-                "--bind",
-                f"127.0.0.1:{port}",
-                "--workers",
-                "2",
-            ],
-        ),
-    ]
-    for proc in stack:
-        step(f"starting {proc.name} (log: {LOG_DIR / (proc.name + '.log')})")
-        proc.start()
-    print(f"\nhaptic is running. Dashboard: http://127.0.0.1:{port}/  (Ctrl-C stops it)\n")
-    stopping = False
+    from haptic_site import stack
 
-    def request_stop(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
+    started = time.monotonic()
+    cfg = Settings.from_env()
+    cfg.var_dir.mkdir(parents=True, exist_ok=True)
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    # Children (and Django in this process) must agree on var/.
+    os.environ["HAPTIC_VAR_DIR"] = str(cfg.var_dir)
+    os.environ["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    lock = _lock(cfg.var_dir)
+    if stack.port_in_use(cfg.web_port):
+        raise SystemExit(f"port {cfg.web_port} is in use: set HAPTIC_WEB_PORT")
+    for port in _health_ports(cfg, 2) if cfg.health_base else []:
+        if stack.port_in_use(port):
+            raise SystemExit(f"port {port} is in use: set HAPTIC_HEALTH_PORT_BASE (0 = any)")
+    run = Run(cfg)
+    # Ctrl-C, kill, and a closed terminal all stop the stack in order.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, run.on_signal)
+    code = 0
     try:
-        while not stopping:
-            for proc in stack:
-                if proc.process is not None and proc.process.poll() is not None:
-                    step(f"{proc.name} exited with {proc.process.returncode}; stopping")
-                    stopping = True
+        run.launch_cluster()  # boots while the database is migrated
+        creds = setup_site(cfg)
+        agent_token, _ = _secret_file(cfg.var_dir / "agent-token", stack.new_token)
+        py = sys.executable
+        run.start(
+            stack.Process(
+                "web",
+                [
+                    py,
+                    "-m",
+                    "gunicorn",
+                    "haptic_site.wsgi",
+                    "--bind",
+                    f"127.0.0.1:{cfg.web_port}",
+                    "--workers",
+                    "2",
+                    "--graceful-timeout",
+                    "10",
+                    "--access-logfile",
+                    "-",
+                ],
+                {},
+                LOG_DIR / "web.log",
+            )
+        )
+        run.cluster_ready()
+        import kubernetes
+
+        api = kubernetes.config.new_client_from_config(config_file=str(run.kubeconfig))
+        step("installing namespace, agent token Secret and HAProxyTemplateConfig")
+        install(api, control_objects(agent_token))
+        # Existing objects are left alone by apply_objects; the token must follow var/.
+        if stack.sync_secret_token(api, agent_token):
+            step("agent token Secret updated to var/agent-token")
+        epoch_before = leader_term(api)[1]
+        # Controllers boot for seconds (Celery, watches): start them before the workload.
+        kube_env = {"HAPTIC_KUBECONFIG": str(run.kubeconfig), "HAPTIC_NAMESPACE": stack.NAMESPACE}
+        for index, port in enumerate(_health_ports(cfg, 2)):
+            proc = stack.controller_process(
+                index,
+                run.kubeconfig,
+                LOG_DIR,
+                os.environ.get("REDIS_URL"),
+                {**kube_env, "HAPTIC_HEALTH_PORT": str(port)},
+            )
+            run.start(proc)
+            step(f"{proc.name} health: http://127.0.0.1:{port}/healthz /readyz /metrics")
+        run.start(
+            stack.Process(
+                "mirror",
+                [py, "manage.py", "run_mirror", "--kubeconfig", str(run.kubeconfig)],
+                kube_env,
+                LOG_DIR / "mirror.log",
+            )
+        )
+        step(
+            f"installing {cfg.replicas} HAProxy pods, backends {', '.join(HOSTS.values())} "
+            f"and Ingresses {', '.join(HOSTS)}"
+        )
+        install(api, workload_objects(cfg.replicas, cfg.var_dir / "agent-token"))
+        stack.scale_deployment(api, "haproxy", cfg.replicas)
+        fleet = wait_converged(run, api, epoch_before)
+        summary(cfg, creds, fleet, started)
+        while not run.stopping:
+            for proc in run.processes:
+                if not proc.running:
+                    code = proc.proc.returncode or 1
+                    step(f"{proc.name} exited with {proc.proc.returncode}; stopping everything")
+                    run.stopping = True
+                    break
             time.sleep(0.5)
+    except Interrupted:
+        print("", flush=True)
+        code = 130
+    except (RuntimeError, TimeoutError) as exc:
+        step(f"start-up failed: {exc}")
+        code = 1
     finally:
-        step("stopping")
-        for proc in reversed(stack):
-            proc.stop(grace=20)
-    return 0
+        run.stopping = True
+        run.stop_all()
+        lock.close()
+    return code
 
 
 if __name__ == "__main__":

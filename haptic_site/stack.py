@@ -7,13 +7,17 @@ kubernetes client, exactly as they would be on a real cluster.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -244,6 +248,21 @@ def base_objects(token: str) -> list[dict]:
 # -- processes ------------------------------------------------------------------------------
 
 
+def _death_signal(sig: int | None) -> Callable[[], None] | None:
+    """A preexec_fn setting PR_SET_PDEATHSIG (async-signal-safe: one syscall, no locks)."""
+    if sig is None or not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_pdeathsig = 1
+
+    def setup() -> None:
+        libc.prctl(pr_set_pdeathsig, int(sig), 0, 0, 0)
+
+    return setup
+
+
 @dataclass
 class Process:
     name: str
@@ -251,6 +270,9 @@ class Process:
     env: dict[str, str]
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
+    # Signal the child gets when its parent dies (Linux), so a supervisor that is killed
+    # outright leaves no orphans; None for processes meant to outlive their starter.
+    parent_death_signal: int | None = None
 
     def start(self) -> Process:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -262,6 +284,7 @@ class Process:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_death_signal(self.parent_death_signal),
         )
         log.close()
         return self
@@ -356,3 +379,187 @@ def wait_for(predicate, timeout: float, interval: float = 0.2, what: str = "cond
             return value
         time.sleep(interval)
     raise TimeoutError(f"timed out waiting for {what}" + (f": {last_error}" if last_error else ""))
+
+
+# -- helpers shared by `make run`, the operator commands and their tests ---------------------
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now (the caller binds it soon after)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def pod_ready(pod: Any) -> bool:
+    """The pod's Ready condition (kubernetes client model)."""
+    return any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
+
+
+def list_haproxy_pods(
+    api_client: kubernetes.client.ApiClient, namespace: str = NAMESPACE, timeout: float = 5.0
+) -> list[Any]:
+    """HAProxy pods with an address, not being deleted, sorted by name."""
+    selector = ",".join(f"{k}={v}" for k, v in HAPROXY_LABELS.items())
+    pods = (
+        kubernetes.client.CoreV1Api(api_client)
+        .list_namespaced_pod(namespace, label_selector=selector, _request_timeout=timeout)
+        .items
+    )
+    return sorted(
+        (p for p in pods if not p.metadata.deletion_timestamp and p.status.pod_ip),
+        key=lambda p: p.metadata.name,
+    )
+
+
+def sync_secret_token(api_client: kubernetes.client.ApiClient, token: str) -> bool:
+    """Make the agent-token Secret hold `token` (a resumed cluster may hold an older one).
+
+    True when it had to be changed.
+    """
+    core = kubernetes.client.CoreV1Api(api_client)
+    secret = core.read_namespaced_secret("haptic-agent-token", NAMESPACE)
+    current = base64.b64decode((secret.data or {}).get("token", "")).decode().strip()
+    if current == token:
+        return False
+    core.patch_namespaced_secret("haptic-agent-token", NAMESPACE, {"stringData": {"token": token}})
+    return True
+
+
+def scale_deployment(api_client: kubernetes.client.ApiClient, name: str, replicas: int) -> None:
+    """Set replicas when they differ (apply_objects leaves existing Deployments alone)."""
+    apps = kubernetes.client.AppsV1Api(api_client)
+    current = apps.read_namespaced_deployment(name, NAMESPACE)
+    if (current.spec.replicas or 0) != replicas:
+        apps.patch_namespaced_deployment(name, NAMESPACE, {"spec": {"replicas": replicas}})
+
+
+def cluster_process(state_dir: Path, port: int, log_path: Path, admin_port: int = 0) -> Process:
+    """`python -m localcluster up`: the API server plus the local node that runs the pods."""
+    argv = [
+        sys.executable, "-m", "localcluster", "up", "--port", str(port),
+        "--admin-port", str(admin_port), "--state-dir", str(state_dir),
+    ]  # fmt: skip
+    env = {"PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return Process("localcluster", argv, env, log_path)
+
+
+def wait_for_log_line(
+    proc: Process,
+    offset: int,
+    prefixes: tuple[str, ...],
+    final: str,
+    timeout: float,
+    interrupted: Callable[[], bool] = lambda: False,
+) -> dict[str, str]:
+    """Follow the process's log from `offset` until the line `final`; returns the first
+    line starting with each prefix (prefix -> rest of the line). Raises when the process
+    exits or the deadline passes first."""
+    found: dict[str, str] = {}
+    deadline = time.monotonic() + timeout
+    buffer = b""
+    with open(proc.log_path, "rb") as log:
+        log.seek(offset)
+        while True:
+            chunk = log.read()
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for raw in lines:
+                line = raw.decode(errors="replace").strip()
+                for prefix in prefixes:
+                    if line.startswith(prefix) and prefix not in found:
+                        found[prefix] = line[len(prefix) :].strip()
+                if line == final:
+                    return found
+            if interrupted():
+                raise InterruptedError(f"stopped waiting for {proc.name}")
+            if not proc.running:
+                raise RuntimeError(f"{proc.name} exited early; see {proc.log_path}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{proc.name} not {final!r} after {timeout:.0f}s")
+            if not chunk:
+                time.sleep(0.1)
+
+
+def sweep_pods(state_dir: Path) -> list[int]:
+    """Kill pod processes a local node under `state_dir` left behind (after a crash)."""
+    from localcluster.node.supervisor import sweep
+
+    return sweep(str(Path(state_dir).resolve()))
+
+
+# -- the local cluster's pid file (shared by `make run` and `manage.py localcluster`) ---------
+
+CLUSTER_PIDFILE = "localcluster.pid"
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def process_alive(pid: int) -> bool:
+    """Alive and not a zombie (a zombie has exited; only its parent has not reaped it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def read_cluster_pidfile(var_dir: Path) -> dict[str, Any] | None:
+    """The running local cluster recorded in var/, or None (no file, or a stale one).
+
+    The pid must still be `python -m localcluster up` on the same state dir, so a pid the
+    kernel reused for something else is never mistaken for (or signalled as) the cluster.
+    """
+    path = var_dir / CLUSTER_PIDFILE
+    try:
+        info = json.loads(path.read_text())
+        pid = int(info["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    argv = _cmdline(pid)
+    state_dir = str(info.get("state_dir", ""))
+    if not process_alive(pid) or "localcluster" not in argv or state_dir not in argv:
+        return None
+    return info
+
+
+def write_cluster_pidfile(var_dir: Path, info: dict[str, Any]) -> None:
+    path = var_dir / CLUSTER_PIDFILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(info, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def remove_cluster_pidfile(var_dir: Path, pid: int) -> None:
+    """Remove the pid file only when it still names `pid` (never someone else's)."""
+    path = var_dir / CLUSTER_PIDFILE
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        if int(json.loads(path.read_text())["pid"]) == pid:
+            path.unlink()
+
+
+def stop_group(pid: int, grace: float, should_hurry: Callable[[], bool] = lambda: False) -> bool:
+    """SIGTERM a process group led by `pid`, SIGKILL it after `grace` seconds (or as soon
+    as should_hurry() says so). True when it stopped within the grace period."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and not should_hurry():
+        if not process_alive(pid):
+            return True
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from typing import Any
@@ -52,6 +53,8 @@ class Command(BaseCommand):
             raise CommandError(f"no user {options['user']!r} (see --user)")
         if not (user.is_superuser or user.groups.filter(name=OPERATOR).exists()):
             raise CommandError(f"{user.username} is not an operator; only operators may ask")
+        # kombu's filesystem transport warns about a missing hostname on every connection.
+        logging.getLogger("kombu.connection").setLevel(logging.ERROR)
         try:
             review = recovery.request_review(user, options["reason"], options["template"])
         except recovery.ReviewError as exc:
