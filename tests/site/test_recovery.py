@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
-import types
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -15,6 +13,7 @@ from django.utils import timezone
 
 from checkpoints import recovery, tasks
 from checkpoints.models import AuditLog, Checkpoint, RecoveryReview, TaskRun
+from controller import recovery_review
 
 pytestmark = pytest.mark.django_db
 
@@ -55,13 +54,15 @@ def test_request_sends_the_evaluation_to_the_leader_queue(
     assert entry.actor == operator and entry.data["reason"] == "replacement pods stay NotReady"
 
 
-def test_without_controller_evaluation_the_review_is_ineligible(operator: Any) -> None:
+def test_a_worker_without_a_live_term_records_an_ineligible_review(operator: Any) -> None:
+    """The real controller evaluation runs only under a live leadership term; in a process
+    that holds none, the review is recorded ineligible with that reason, never passed."""
     review = recovery.request_review(operator, "why not")
     assert tasks.evaluate_recovery_review(review.pk) == "ineligible"
     review.refresh_from_db()
     (verdict,) = review.verdicts.all()
     assert not verdict.passed
-    assert verdict.detail == "controller recovery evaluation not available"
+    assert verdict.detail == "this process holds no live leadership term"
     assert _actions(review) == [
         "recovery_review.requested",
         "recovery_review.evaluating",
@@ -74,7 +75,7 @@ def test_without_controller_evaluation_the_review_is_ineligible(operator: Any) -
             "check": "controller-evaluation",
             "pod": "",
             "passed": False,
-            "detail": "controller recovery evaluation not available",
+            "detail": "this process holds no live leadership term",
         }
     ]
     # Evaluating twice does nothing.
@@ -83,13 +84,12 @@ def test_without_controller_evaluation_the_review_is_ineligible(operator: Any) -
 
 @pytest.fixture
 def fake_controller(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """Stands in for controller.recovery.review until the controller ships it; the site only
-    depends on the function's contract (docs in checkpoints.recovery.record_evaluation)."""
+    """Stands in for the controller's evaluation (which needs a live term and a fleet; the
+    end-to-end test tests/e2e/test_recovery_review.py runs the real one); the site depends
+    only on the functions' contract (docs in checkpoints.recovery.record_evaluation)."""
     results: dict[str, Any] = {}
-    module = types.ModuleType("controller.recovery.review")
-    module.evaluate = lambda review_id: results["evaluate"]
-    module.execute = lambda review_id: results["execute"]
-    monkeypatch.setitem(sys.modules, "controller.recovery.review", module)
+    monkeypatch.setattr(recovery_review, "evaluate", lambda review_id: results["evaluate"])
+    monkeypatch.setattr(recovery_review, "execute", lambda review_id: results["execute"])
     return results
 
 
@@ -146,19 +146,16 @@ def test_any_failed_verdict_makes_it_ineligible(operator: Any, fake_controller: 
 def test_evaluation_error_is_a_failed_verdict(
     operator: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    module = types.ModuleType("controller.recovery.review")
-
     def boom(review_id: int) -> dict:
         raise RuntimeError("lease read timed out")
 
-    module.evaluate = boom
-    monkeypatch.setitem(sys.modules, "controller.recovery.review", module)
+    monkeypatch.setattr(recovery_review, "evaluate", boom)
     review = recovery.request_review(operator, "x")
     assert tasks.evaluate_recovery_review(review.pk) == "ineligible"
     assert "lease read timed out" in review.verdicts.get().detail
 
 
-def test_approved_run_without_controller_fails_honestly(operator: Any) -> None:
+def test_approved_run_without_a_live_term_fails_honestly(operator: Any) -> None:
     review = RecoveryReview.objects.create(
         requested_by=operator,
         reason="r",
@@ -168,7 +165,7 @@ def test_approved_run_without_controller_fails_honestly(operator: Any) -> None:
     recovery.approve(review.pk, operator)
     assert tasks.run_approved_recovery(review.pk) == "failed"
     review.refresh_from_db()
-    assert review.outcome == "controller recovery execution not available"
+    assert review.outcome == "this process holds no live leadership term"
 
 
 def test_expired_review_cannot_be_approved(operator: Any) -> None:
