@@ -320,8 +320,8 @@ class LeaderPipeline:
         output = self.state.last_good
         if output is None:
             return
-            # verify=1: a receipt needs re-verified worker evidence.
-            reports = self.deployer.read_states(self._targets(), verify=True)
+        # verify=1: a receipt needs re-verified worker evidence.
+        reports = self.deployer.read_states(self._targets(), verify=True)
         self._absorb_reports(output, reports)
         if any(r.reachable and r.pending_reload for r in reports):
             self._follow_up_at = time.monotonic() + RELOAD_FOLLOW_UP_DELAY
@@ -438,13 +438,14 @@ class LeaderPipeline:
         self._claimed.wait(timeout=30)
         while self._alive():
             due = self._last_publish + self.settings.publish_interval
-            if time.monotonic() >= due:
+            # The throttle counts from the last publication, so a first receipt goes out
+            # at once and later ones at most once per interval.
+            if time.monotonic() >= due and self._has_unpublished():
                 self._last_publish = time.monotonic()
-                if self._has_unpublished():
-                    try:
-                        self.run_publication()
-                    except Exception:
-                        log.exception("publication failed")
+                try:
+                    self.run_publication()
+                except Exception:
+                    log.exception("publication failed")
             with self._wake:
                 if not self._stopping:
                     self._wake.wait(timeout=min(1.0, max(0.05, due - time.monotonic())))

@@ -269,12 +269,11 @@ class Harness:
         return pool
 
     def start_term(self, pipeline: LeaderPipeline) -> None:
-        """Start the term's threads; wait until the claim is made and the publisher ran its
-        first (empty) pass, so the next receipts sit in the publish throttle."""
+        """Start the term's threads; wait until the claim is made, and start the publish
+        throttle as a publication just now would, so the next receipts sit in it."""
         pipeline.start()
         wait_for(pipeline._claimed.is_set, 30, "the term's claim")
-        if time.monotonic() > pipeline.settings.publish_interval:
-            wait_for(lambda: pipeline._last_publish > 0, 10, "the publisher's first pass")
+        pipeline._last_publish = time.monotonic()
 
     # -- observations -------------------------------------------------------------------
 

@@ -1,0 +1,193 @@
+"""The soak's invariant checks (soak/invariants.py): pure functions over recorded samples."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from soak import invariants as inv
+from soak.invariants import PodObservation as Obs
+from soak.invariants import RequestRecord, Sample, Window
+
+
+def req(t: float, pod: str = "p1", ok: bool = False) -> RequestRecord:
+    return RequestRecord(t, pod, "x.example", ok, None if not ok else 200, 1.0, "" if ok else "E")
+
+
+def sample(t: float, intent: str | None, **pods: tuple[str | None, int]) -> Sample:
+    return Sample(t, intent, "c0", 1, {n: Obs(c, n_) for n, (c, n_) in pods.items()})
+
+
+# -- requests ---------------------------------------------------------------------------
+
+
+def test_failures_in_steady_state_are_violations() -> None:
+    result = inv.check_request_failures([req(1, ok=True), req(2)], [], grace=3)
+    assert result.checked == 2 and len(result.violations) == 1
+    assert "steady state" in result.violations[0]
+
+
+def test_failures_are_allowed_only_for_the_faulted_pod_within_the_grace() -> None:
+    window = Window("haproxy_pod_delete", 10, 20, frozenset({"p1"}))
+    records = [req(15, "p1"), req(22.5, "p1"), req(15, "p2"), req(24, "p1")]
+    result = inv.check_request_failures(records, [window], grace=3)
+    assert len(result.violations) == 2  # p2 during the window, p1 after the grace
+    assert "during haproxy_pod_delete" in result.violations[0]
+    assert result.notes["allowed_by_fault"] == {"haproxy_pod_delete": 2}
+
+
+def test_a_request_in_flight_when_the_fault_starts_belongs_to_it() -> None:
+    window = Window("haproxy_worker_kill", 10, 20, frozenset({"p1"}))
+    in_flight = RequestRecord(9.99, "p1", "x.example", False, None, 50.0, "RemoteProtocolError")
+    assert inv.check_request_failures([in_flight], [window], grace=3).ok
+    before = RequestRecord(9.5, "p1", "x.example", False, None, 50.0, "RemoteProtocolError")
+    assert not inv.check_request_failures([before], [window], grace=3).ok
+
+
+def test_a_window_that_allows_no_failures() -> None:
+    window = Window("leader_sigkill", 10, 20, frozenset(), leader_change=True)
+    assert not inv.check_request_failures([req(12, "p1")], [window], grace=3).ok
+    anything = Window("broken", 10, 20, None)
+    assert inv.check_request_failures([req(12, "p9")], [anything], grace=3).ok
+
+
+# -- intent order ------------------------------------------------------------------------
+
+
+def test_a_pod_following_the_intent_is_fine() -> None:
+    samples = [
+        sample(0, "A", p1=("A", 1), p2=("A", 1)),
+        sample(1, "B", p1=("A", 1), p2=("A", 1)),
+        sample(2, "B", p1=("B", 2), p2=("A", 1)),
+        sample(3, "B", p1=("B", 2), p2=("B", 2)),
+    ]
+    result = inv.check_intent_order(samples)
+    assert result.ok and result.checked == 2
+
+
+def test_an_apply_seen_before_its_intent_counts_as_later() -> None:
+    # The sampler read the intent (A), then the pod had already applied B; B shows next.
+    samples = [
+        sample(0, "A", p1=("A", 1)),
+        sample(1, "A", p1=("B", 2)),
+        sample(2, "B", p1=("B", 2)),
+    ]
+    assert inv.check_intent_order(samples).ok
+
+
+def test_going_back_to_an_older_checkpoint_is_a_violation() -> None:
+    samples = [
+        sample(0, "A", p1=("A", 1)),
+        sample(1, "B", p1=("B", 2)),
+        sample(2, "B", p1=("A", 3)),  # reverted while the intent names B
+    ]
+    result = inv.check_intent_order(samples)
+    assert len(result.violations) == 1 and "older than the intent" in result.violations[0]
+
+
+def test_a_recovered_bootstrap_pod_must_get_the_current_intent() -> None:
+    ok = [sample(0, "B", p1=("B", 1)), sample(1, "B", p1=("B", 1), p3=(None, 0))]
+    ok.append(sample(2, "B", p1=("B", 1), p3=("B", 1)))
+    assert inv.check_intent_order(ok).ok
+    history = [sample(0, "A", p1=("A", 1)), sample(1, "B", p1=("B", 2), p3=(None, 0))]
+    history.append(sample(2, "B", p1=("B", 2), p3=("A", 1)))
+    assert not inv.check_intent_order(history).ok
+
+
+def test_a_plan_no_intent_ever_named_is_reported() -> None:
+    samples = [sample(0, "A", p1=("A", 1)), sample(1, "A", p1=("Z", 2))]
+    result = inv.check_intent_order(samples)
+    assert result.notes["unnamed"] == 1 and not result.ok
+
+
+def test_an_unreadable_intent_keeps_the_last_known_one() -> None:
+    samples = [
+        sample(0, "A", p1=("A", 1)),
+        sample(1, None, p1=("A", 1)),
+        sample(2, "B", p1=("B", 2)),
+    ]
+    assert inv.check_intent_order(samples).ok
+
+
+# -- recovery applies ------------------------------------------------------------------
+
+
+def test_configured_pods_get_no_apply_while_rendering_is_broken() -> None:
+    window = Window("template_broken", 10, 30, frozenset({"p2"}), rendering_broken=True)
+    samples = [
+        sample(13, "A", p1=("A", 5), p3=(None, 0)),
+        sample(20, "A", p1=("A", 5), p3=("A", 1)),  # the bootstrap pod recovered: fine
+        sample(25, "A", p1=("A", 5), p3=("A", 1)),
+    ]
+    assert inv.check_no_recovery_apply(samples, [window]).ok
+    samples.append(sample(28, "A", p1=("A", 6), p3=("A", 1)))
+    result = inv.check_no_recovery_apply(samples, [window])
+    assert len(result.violations) == 1 and "p1" in result.violations[0]
+
+
+def test_applies_before_the_settle_time_or_after_repair_are_not_counted() -> None:
+    window = Window("template_broken", 10, 30, frozenset(), rendering_broken=True)
+    samples = [
+        sample(10.5, "A", p1=("A", 4)),
+        sample(12.5, "A", p1=("A", 5)),  # an apply in flight when the template broke
+        sample(20, "A", p1=("A", 5)),
+        sample(31, "B", p1=("B", 6)),  # after the repair
+    ]
+    assert inv.check_no_recovery_apply(samples, [window], settle=2.0).ok
+
+
+def test_an_agent_restart_resets_the_baseline() -> None:
+    window = Window("template_broken", 0, 30, frozenset(), rendering_broken=True)
+    samples = [
+        Sample(5, "A", pods={"p1": Obs("A", 5, 1, "r1")}),
+        Sample(6, "A", pods={"p1": Obs("A", 0, 2, "r2")}),
+        Sample(7, "A", pods={"p1": Obs("A", 0, 2, "r2")}),
+    ]
+    assert inv.check_no_recovery_apply(samples, [window]).ok
+
+
+# -- leadership ------------------------------------------------------------------------
+
+
+def test_leader_changes_must_fall_in_leader_fault_windows() -> None:
+    samples = [
+        Sample(0, "A", "c0", 1),
+        Sample(5, "A", "c1", 2),
+        Sample(50, "A", "c0", 3),
+        Sample(51, None, None, None),  # unreadable: skipped
+    ]
+    windows = [Window("leader_sigkill", 3, 4, frozenset(), leader_change=True)]
+    result = inv.check_leader_changes(samples, windows, grace=2)
+    assert result.notes == {"transitions": 2, "expected": 1}
+    assert len(result.violations) == 1 and "c1@2 -> c0@3" in result.violations[0]
+
+
+def test_lease_log_lines_are_parsed_and_judged() -> None:
+    stamp = datetime(2026, 11, 30, 9, 0, 0)
+    lines = [
+        "[2026-11-30 09:00:00,250: INFO/MainProcess] c0: lost the race to write the lease: 409",
+        "[2026-11-30 09:00:01,000: INFO/MainProcess] c0: became leader (epoch 3)",
+        "[2026-11-30 09:00:02,000: WARNING/MainProcess] c0: leadership ended (epoch 3): lost",
+        "no timestamp: cannot write lease",
+    ]
+    parsed = inv.parse_lease_log(lines)
+    assert [k for _, k, _ in parsed] == ["lost_race", "term_ended"]
+    assert abs(parsed[0][0] - (stamp.timestamp() + 0.25)) < 1e-6
+    entries = [(t, "controller-0", k, line) for t, k, line in parsed]
+    window = Window("api_blackhole", stamp.timestamp() + 1.5, stamp.timestamp() + 1.8)
+    both = inv.check_lease_renewals(entries, [window], grace=1)
+    assert len(both.violations) == 2  # the window does not allow leader changes
+    leader_window = Window("x", window.start, window.end, leader_change=True)
+    result = inv.check_lease_renewals(entries, [leader_window], grace=1)
+    assert len(result.violations) == 1 and "lost the race" in result.violations[0]
+
+
+# -- mirror ----------------------------------------------------------------------------
+
+
+def test_everything_observed_must_be_mirrored() -> None:
+    observed = {"checkpoints": {"u1", "u2"}, "events": {"e1"}}
+    assert inv.check_mirror(observed, {"checkpoints": {"u1", "u2", "u3"}, "events": {"e1"}}).ok
+    result = inv.check_mirror(observed, {"checkpoints": {"u1"}})
+    assert len(result.violations) == 2
+    assert result.notes["checkpoints"] == {"observed": 2, "mirrored": 1, "missing": 1}
+    assert inv.Result("x", ran=False).as_dict()["status"] == "not run"
