@@ -53,5 +53,11 @@ bench: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 		$(PY) -m bench $(BENCH_ARGS)
 
+# Random faults under load with invariant checks (not part of `make test`); 3 minutes by
+# default, SOAK_ARGS='--minutes 10' for the long run. Report: bench/results/soak.md.
+soak: $(STAMP)
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
+		$(PY) -m soak $(SOAK_ARGS)
+
 clean:
 	rm -rf $(VENV) var .pytest_cache

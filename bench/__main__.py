@@ -1,7 +1,9 @@
 """Run every benchmark module (bench/bench_*.py), or those named on the command line.
 
 Each module defines `run() -> list[dict]` returning metrics; the harness writes them to
-bench/results/<module>.json with the machine noted, then prints a table.
+bench/results/<module>.json with the machine noted, then prints a table. At the end every
+result file (including ones from earlier runs and the soak) is gathered into
+bench/results/summary.json and summary.md (bench/report.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import traceback
 from pathlib import Path
 
 from bench.harness import write_result
+from bench.report import write_summary
 
 
 def discover() -> list[str]:
@@ -42,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
             shown = {k: v for k, v in metric.items() if k != "metric"}
             print(f"   {metric['metric']}: {shown}")
         print(f"   -> {path}")
+    json_path, md_path = write_summary()
+    print(f">> summary -> {json_path}, {md_path}")
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
         return 1

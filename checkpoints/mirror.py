@@ -9,6 +9,7 @@ are stored in MirrorState. Not polling: between events it only waits.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -282,9 +283,14 @@ class KindWatcher:
                     if self.stop.is_set():
                         break
                     log.warning("mirror %s: %s; retrying in %.1fs", self.state_key, exc, backoff)
-                    MirrorState.objects.filter(kind=self.state_key).update(
-                        last_error=str(exc)[:2000]
-                    )
+                    # The database itself may be what is down: recording the error must not
+                    # end the watcher, and a broken connection is reopened on the next try.
+                    with contextlib.suppress(Exception):
+                        MirrorState.objects.filter(kind=self.state_key).update(
+                            last_error=str(exc)[:2000]
+                        )
+                    with contextlib.suppress(Exception):
+                        connection.close()
                     close_old_connections()
                     self.stop.wait(backoff)
                     backoff = min(backoff * 2, 10.0)

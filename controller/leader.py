@@ -45,6 +45,8 @@ RETAINED_CONFIG_ACTIVE = Gauge(
 DRAIN_BOUND_SECONDS = 15.0
 # Agents pace reloads about a second apart; look again a little after that.
 RELOAD_FOLLOW_UP_DELAY = 1.2
+PUSH_RETRY_DELAY = 0.5
+AGENT_CHECK_INTERVAL = 5.0
 
 
 def summarize_outcomes(outcomes: Sequence[PodOutcome]) -> dict[str, str]:
@@ -164,6 +166,8 @@ class LeaderPipeline:
         self._recovering = False
         self._recover_again: str | None = None
         self._follow_up_at: float | None = None
+        self._retry_pods_at: float | None = None
+        self._last_agent_check = time.monotonic()
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -286,8 +290,13 @@ class LeaderPipeline:
         while self._alive():
             with self._wake:
                 pods_changed, self._pods_changed = self._pods_changed, False
-            if pods_changed:
+            retry_due = self._retry_pods_at is not None and time.monotonic() >= self._retry_pods_at
+            if retry_due:
+                self._retry_pods_at = None
+            if pods_changed or retry_due:
                 self._push_to_new_pods()
+            if self._agent_check_due():
+                self._check_agents()
             action = self.scheduler.next_action(time.monotonic())
             if isinstance(action, Dispatch):
                 try:
@@ -409,16 +418,42 @@ class LeaderPipeline:
             self.state.pending_status[outcome.pod.name] = entry
 
     def _push_to_new_pods(self) -> None:
-        """A newly discovered pod gets the current output at once."""
+        """A newly discovered pod gets the current output at once. Its agent may not listen
+        yet when the pod first shows an IP: a failed push is retried shortly after."""
         current = {p.name for p in self._targets()}
         new = current - self._known_pods
         self._known_pods = current
         if new:
             log.info("new HAProxy pods discovered: %s", sorted(new))
         if new and self.state.last_good is not None:
-            self.run_deployment(self.state.last_good, new)
+            results = self.run_deployment(self.state.last_good, new)
+            failed = {pod for pod, what in results.items() if what.startswith("failed")}
+            if failed:
+                self._known_pods -= failed
+                self._retry_pods_at = time.monotonic() + PUSH_RETRY_DELAY
         elif new:
             self.request_render()
+
+    def _agent_check_due(self) -> bool:
+        return (
+            self.state.last_good is not None
+            and self.scheduler.in_flight is None
+            and time.monotonic() - self._last_agent_check >= AGENT_CHECK_INTERVAL
+        )
+
+    def _check_agents(self) -> None:
+        """Between drift-prevention passes, a cheap look at every agent: a pod that reports
+        an invariant violation (a killed worker, files changed behind its back) gets the
+        current output again at once instead of at the next drift pass."""
+        self._last_agent_check = time.monotonic()
+        output = self.state.last_good
+        if output is None:
+            return
+        reports = self.deployer.read_states(self._targets(), verify=False)
+        broken = {r.pod_name for r in reports if r.reachable and r.invariant_violation}
+        if broken:
+            log.info("repairing pods that report an invariant violation: %s", sorted(broken))
+            self.run_deployment(output, broken)
 
     def _drift_due(self) -> bool:
         return (

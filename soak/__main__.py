@@ -1,0 +1,417 @@
+"""python -m soak [--minutes N] [--seed S] [--report PATH]
+
+Runs the whole system (local cluster, 3 HAProxy pods, 2 controller replicas, two backends
+behind two hosts, the Django mirror) with its own Redis and PostgreSQL, sends HTTP through
+every HAProxy pod while injecting random faults one at a time, checks the invariants and
+writes a JSON and a markdown report. Exits 1 on any violation, 2 when the run broke down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from bench.harness import RESULTS_DIR, machine
+from haptic_site import stack
+from soak import invariants as inv
+from soak.faults import FaultLog, Faults
+from soak.load import LoadGenerator, Sampler
+from soak.services import Postgres, Redis
+
+HOSTS = {"x.example": "alpha-", "y.example": "beta-"}  # host -> body prefix of its backend
+REPLICAS = 3
+FAILURE_GRACE = 3.0  # ADR-0034: fast failures within one 3 s single-change budget
+LEADER_GRACE = 8.0  # short timings: lease 4 s + retry 0.5 s, plus the sampler's period
+
+
+def log(message: str) -> None:
+    print(f"[soak {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+# -- the mirror ------------------------------------------------------------------------------
+
+
+def mirror_env(database_url: str) -> dict[str, str]:
+    return {"DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "haptic_site.settings"}
+
+
+def migrate(database_url: str, log_dir: Path) -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput"],
+        cwd=stack.REPO_ROOT,
+        env={**os.environ, **mirror_env(database_url)},
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    (log_dir / "migrate.log").write_bytes(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise RuntimeError(f"migrate failed; see {log_dir / 'migrate.log'}")
+
+
+def start_mirror(kubeconfig: Path, database_url: str, log_dir: Path) -> stack.Process:
+    argv = [sys.executable, "manage.py", "run_mirror", "--kubeconfig", str(kubeconfig)]
+    argv += ["--namespace", stack.NAMESPACE]
+    return stack.Process("mirror", argv, mirror_env(database_url), log_dir / "mirror.log").start()
+
+
+def mirrored(database_url: str) -> dict[str, set[str]]:
+    import psycopg
+
+    with psycopg.connect(database_url, connect_timeout=5) as conn:
+        checkpoints = {r[0] for r in conn.execute("SELECT uid FROM checkpoints_checkpoint")}
+        events = {r[0] for r in conn.execute("SELECT uid FROM checkpoints_kubeevent")}
+        receipts = {
+            f"{r[0]} {r[1]}"
+            for r in conn.execute("SELECT pod_name, checksum FROM checkpoints_podreceipt")
+        }
+    return {"checkpoints": checkpoints, "receipts": receipts, "events": events}
+
+
+def check_mirror(sampler: Sampler, database_url: str, wait: float = 30.0) -> inv.Result:
+    """Compare what the sampler saw with the mirror's tables, giving the mirror up to
+    `wait` seconds to catch up with the last objects."""
+    sampler.sample_objects()
+    observed = sampler.observed()
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            have = mirrored(database_url)
+        except Exception as exc:
+            have, error = {}, str(exc)
+        else:
+            error = ""
+        result = inv.check_mirror(observed, have)
+        if error:
+            result.violations.append(f"cannot read the mirror database: {error}")
+        if result.ok or time.monotonic() > deadline:
+            return result
+        time.sleep(2)
+
+
+# -- controller logs -----------------------------------------------------------------------
+
+
+def lease_log_entries(log_dir: Path) -> list[tuple[float, str, str, str]]:
+    entries = []
+    for path in sorted(log_dir.glob("controller-*.log")):
+        lines = path.read_text(errors="replace").splitlines()
+        for t, kind, line in inv.parse_lease_log(lines):
+            entries.append((t, path.stem, kind, line))
+    return entries
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+def run(minutes: float, seed: int, report_path: Path) -> int:
+    from tests.e2e.harness import start_system
+
+    rng = random.Random(seed)
+    workdir = Path(tempfile.mkdtemp(prefix="haptic-soak-"))
+    os.chmod(workdir, 0o755)
+    redis = Redis(workdir / "redis")
+    postgres: Postgres | None = Postgres(workdir / "postgres")
+    skipped: dict[str, str] = {}
+    system = mirror = sampler = load = None
+    windows: list[inv.Window] = []
+    results: list[inv.Result] = []
+    faults: Faults | None = None
+    started = ended = time.time()
+    machine_info = machine()  # the revision the processes start from, not the one at the end
+    judged_from = 0
+    broke_down = ""
+    # Everything started below is stopped in the outer finally, whatever happens (an
+    # exception, Ctrl-C or SIGTERM): no process of the soak outlives it.
+    try:
+        try:
+            redis.start()
+            log(f"own redis at {redis.url}")
+            try:
+                assert postgres is not None
+                postgres.start()
+                log(f"own postgresql at {postgres.url}")
+            except Exception as exc:
+                skipped["postgres_restart"] = f"no private PostgreSQL: {exc}"
+                postgres = None
+            # Controllers inherit the environment: they must use the soak's own services.
+            os.environ["REDIS_URL"] = redis.url
+            if postgres:
+                os.environ["DATABASE_URL"] = postgres.url
+            system = start_system("soak", haproxy_replicas=REPLICAS, controllers=2)
+            log(f"stack up; logs in {system.log_dir}")
+            if postgres:
+                migrate(postgres.url, system.log_dir)
+                mirror = start_mirror(system.api.kubeconfig, postgres.url, system.log_dir)
+            else:
+                skipped["mirror"] = "no private database for the mirror"
+            system.apply(stack.backend("alpha", replicas=1))
+            system.apply(stack.backend("beta", replicas=1))
+            system.apply([stack.ingress("alpha", "x.example", "alpha")])
+            system.apply([stack.ingress("beta", "y.example", "beta")])
+            sampler = Sampler(str(system.api.kubeconfig), system.token)
+            sampler.start()
+            faults = Faults(system, sampler, rng, HOSTS, REPLICAS, redis, postgres)
+            stack.wait_for(faults.healthy, 240, interval=1, what="initial convergence")
+            # Judge from the converged fleet on: the first deployments come in a burst
+            # (backends turning Ready) faster than the sampler reads the intent.
+            judged_from = max(0, len(sampler.samples) - 1)
+            log(f"converged in {time.time() - started:.1f}s; load on, faults for {minutes} min")
+            load = LoadGenerator(sampler, HOSTS)
+            load.start()
+            time.sleep(5)  # steady state first
+            run_faults(faults, rng, minutes, windows)
+        except Exception:
+            broke_down = traceback.format_exc()
+            log("run broke down:\n" + broke_down)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: still check and report what ran
+            broke_down = "interrupted (SIGINT/SIGTERM) before the requested duration\n"
+            log("interrupted; checking what ran")
+        finally:
+            ended = time.time()
+            if load is not None:
+                load.stop()
+            if sampler is not None:
+                sampler.stop()
+                sampler.join(timeout=10)
+        try:
+            results = check_all(
+                system, sampler, load, mirror, postgres, windows, skipped, ended, judged_from
+            )
+        except Exception:
+            broke_down += traceback.format_exc()
+    finally:
+        log("stopping")
+        if mirror is not None:
+            mirror.stop(grace=10)
+        if system is not None:
+            system.stop()
+        if postgres is not None:
+            postgres.stop()
+        redis.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    report = build_report(
+        minutes, seed, started, ended, faults, windows, results, load, sampler, skipped, broke_down
+    )
+    report["machine"] = machine_info
+    if system is not None:
+        report["logs"] = str(system.log_dir)
+    report["benchmark"] = report_path.stem  # the summary's row name (soak unless --report)
+    write_report(report, report_path)
+    log(f"report: {report_path} and {report_path.with_suffix('.md')}")
+    if broke_down:
+        return 2
+    return 1 if report["violations"] else 0
+
+
+def run_faults(faults: Faults, rng: random.Random, minutes: float, windows: list) -> None:
+    """One fault at a time from a shuffled deck of every kind (so a run covers them all
+    before repeating), with a steady-state pause between faults."""
+    kinds = faults.kinds()
+    deck: list[str] = []
+    deadline = time.time() + minutes * 60
+    while time.time() < deadline - 15:
+        if not deck:
+            deck = list(kinds)
+            rng.shuffle(deck)
+        kind = deck.pop()
+        entry = FaultLog(kind, time.time())
+        faults.log.append(entry)
+        log(f"fault {len(faults.log)}: {kind}")
+        try:
+            windows += kinds[kind](entry)
+        except Exception as exc:  # a fault that could not run is a finding (healthy=False)
+            entry.healthy, entry.error = False, f"{type(exc).__name__}: {exc}"
+            windows.append(inv.Window(kind, entry.started, time.time(), None, True))
+            faults.wait_healthy(entry, entry.started)
+        log(
+            f"  -> healthy={entry.healthy} after {entry.healed_after_s}s {entry.detail}"
+            + (f" ERROR {entry.error}" if entry.error else "")
+        )
+        time.sleep(rng.uniform(3, 6))  # steady state between faults: no failure allowed
+
+
+def check_all(
+    system: Any,
+    sampler: Sampler | None,
+    load: LoadGenerator | None,
+    mirror: stack.Process | None,
+    postgres: Postgres | None,
+    windows: list[inv.Window],
+    skipped: dict[str, str],
+    ended: float,
+    judged_from: int = 0,
+) -> list[inv.Result]:
+    results: list[inv.Result] = []
+    if load is not None and sampler is not None:
+        samples = sampler.samples[judged_from:]
+        results.append(inv.check_request_failures(load.records, windows, FAILURE_GRACE))
+        results.append(inv.check_intent_order(samples))
+        results.append(inv.check_no_recovery_apply(samples, windows))
+        results.append(inv.check_leader_changes(samples, windows, LEADER_GRACE))
+    if system is not None:
+        entries = [e for e in lease_log_entries(system.log_dir) if e[0] <= ended]
+        results.append(inv.check_lease_renewals(entries, windows, LEADER_GRACE))
+    if mirror is not None and sampler is not None and postgres is not None:
+        results.append(check_mirror(sampler, postgres.url))
+    else:
+        missing = inv.Result("no mirrored checkpoint, receipt or event lost", ran=False)
+        missing.notes = {"why": skipped.get("mirror", "the run broke down first")}
+        results.append(missing)
+    return results
+
+
+def build_report(
+    minutes: float,
+    seed: int,
+    started: float,
+    ended: float,
+    faults: Faults | None,
+    windows: list[inv.Window],
+    results: list[inv.Result],
+    load: LoadGenerator | None,
+    sampler: Sampler | None,
+    skipped: dict[str, str],
+    broke_down: str,
+) -> dict[str, Any]:
+    fault_log = faults.log if faults else []
+    by_kind: dict[str, int] = {}
+    for entry in fault_log:
+        by_kind[entry.kind] = by_kind.get(entry.kind, 0) + 1
+    heal: dict[str, list[float]] = {}
+    for entry in fault_log:
+        if entry.healed_after_s is not None:
+            heal.setdefault(entry.kind, []).append(entry.healed_after_s)
+    heal_stats = {
+        kind: {"n": len(v), "median_s": round(statistics.median(v), 2), "max_s": max(v)}
+        for kind, v in sorted(heal.items())
+    }
+    unhealed = [f"{e.kind}: {e.error}" for e in fault_log if not e.healthy]
+    healed = inv.Result("system healthy again after every fault", checked=len(fault_log))
+    healed.violations = unhealed
+    checks = [r.as_dict() for r in [*results, healed]]
+    return {
+        "benchmark": "soak",
+        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "machine": machine(),
+        "minutes_requested": minutes,
+        "seconds_run": round(ended - started, 1),
+        "seed": seed,
+        "stack": {
+            "haproxy_pods": REPLICAS,
+            "controllers": 2,
+            "hosts": list(HOSTS),
+            "timings": "short (lease 4 s, renew 3 s, retry 0.5 s)",
+        },
+        "faults_by_kind": by_kind,
+        "heal_seconds_by_kind": heal_stats,
+        "faults": [
+            {
+                "kind": e.kind,
+                "at_s": round(e.started - started, 1),
+                "healed_after_s": e.healed_after_s,
+                "healthy": e.healthy,
+                **({"error": e.error} if e.error else {}),
+                **e.detail,
+            }
+            for e in fault_log
+        ],
+        "skipped_faults": skipped,
+        "load": load.summary() if load else None,
+        "samples": len(sampler.samples) if sampler else 0,
+        "sampler_read_errors": sampler.read_errors if sampler else 0,
+        "windows": len(windows),
+        "checks": checks,
+        "violations": sum(c["violation_count"] for c in checks) + (1 if broke_down else 0),
+        **({"broke_down": broke_down[-4000:]} if broke_down else {}),
+    }
+
+
+def write_report(report: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    m = report["machine"]
+    lines = [
+        f"# Soak report ({report['recorded_at']})",
+        "",
+        f"{report['seconds_run']} s run ({report['minutes_requested']} min requested), "
+        f"seed {report['seed']}; machine: {m['cpu']}, {m['cores']} cores, "
+        f"{m['memory_gib']} GiB, Python {m['python']}, git {m['git_revision']}.",
+        "",
+        f"**Violations: {report['violations']}**",
+        "",
+        "| invariant | status | checked | violations |",
+        "| --- | --- | --- | --- |",
+    ]
+    for check in report["checks"]:
+        lines.append(
+            f"| {check['name']} | {check['status']} | {check['checked']} | "
+            f"{check['violation_count']} |"
+        )
+    load = report.get("load") or {}
+    if load:
+        lat = load["latency_ms"]
+        lines += [
+            "",
+            f"Load: {load['requests']} requests, {load['ok']} ok, {load['failed']} failed "
+            f"(all inside allowed windows unless listed below); latency median "
+            f"{lat['median']} ms, p95 {lat['p95']} ms, p99 {lat['p99']} ms.",
+        ]
+    lines += [
+        "",
+        "Seconds from each fault until every pod was Ready on the intended plan and serving:",
+        "",
+        "| fault | count | median s | max s |",
+        "| --- | --- | --- | --- |",
+    ]
+    heal = report["heal_seconds_by_kind"]
+    for kind, count in sorted(report["faults_by_kind"].items()):
+        h = heal.get(kind, {})
+        lines.append(f"| {kind} | {count} | {h.get('median_s', '-')} | {h.get('max_s', '-')} |")
+    for kind, why in report["skipped_faults"].items():
+        lines.append(f"| {kind} | skipped: {why} | | |")
+    details = [c for c in report["checks"] if c["violations"] or c.get("notes")]
+    if details:
+        lines += ["", "## Details", ""]
+        for check in details:
+            lines.append(f"- {check['name']}: {json.dumps(check.get('notes', {}))}")
+            lines += [f"  - {v}" for v in check["violations"][:20]]
+    if report.get("broke_down"):
+        lines += ["", "## The run broke down", "", "```", report["broke_down"], "```"]
+    path.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m soak", description=__doc__)
+    parser.add_argument("--minutes", type=float, default=3.0, help="fault loop length")
+    parser.add_argument("--seed", type=int, default=None, help="random seed (default: time)")
+    parser.add_argument("--report", type=Path, default=RESULTS_DIR / "soak.json")
+    args = parser.parse_args(argv)
+    if not 0 < args.minutes <= 120:
+        parser.error("--minutes must be in (0, 120]")
+    seed = args.seed if args.seed is not None else int(time.time())
+    log(f"seed {seed}")
+    # SIGTERM unwinds like Ctrl-C, through run()'s cleanup.
+    signal.signal(signal.SIGTERM, _interrupt)
+    return run(args.minutes, seed, args.report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
