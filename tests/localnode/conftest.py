@@ -67,7 +67,11 @@ def ns(cluster: Cluster) -> Iterator[str]:
         lambda: not cluster.apps.list_namespaced_deployment(name).items, what="deployments gone"
     )
     for pod in cluster.core.list_namespaced_pod(name).items:
-        cluster.core.delete_namespaced_pod(pod.metadata.name, name, grace_period_seconds=0)
+        try:
+            cluster.core.delete_namespaced_pod(pod.metadata.name, name, grace_period_seconds=0)
+        except client.ApiException as exc:
+            if exc.status != 404:  # already removed by the Deployment's own cleanup
+                raise
     wait_for(lambda: not cluster.core.list_namespaced_pod(name).items, what="pods gone")
     wait_for(
         lambda: not pids_with_env(**{MARKER_ENV: str(cluster.state_dir), "POD_NAMESPACE": name}),
