@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -20,7 +18,7 @@ from django.db import connection
 from playwright.sync_api import expect, sync_playwright
 
 from checkpoints.models import AuditLog, Checkpoint, RecoveryReview, TaskRun
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, celery_worker
 from tests.site.conftest import PASSWORD
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
@@ -35,49 +33,14 @@ def leader_worker(settings: Any, redis_url: str) -> Iterator[str]:
     queue = f"leader-browser-{uuid.uuid4().hex[:8]}"
     settings.HAPTIC_LEADER_QUEUE = queue
     s = connection.settings_dict
-    env = dict(
-        os.environ,
-        DATABASE_URL=f"postgres://{s['USER']}@{s['HOST']}:{s['PORT']}/{s['NAME']}",
-        REDIS_URL=redis_url,
-        DJANGO_SETTINGS_MODULE="haptic_site.settings",
-    )
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "haptic_site",
-            "worker",
-            "-Q",
-            queue,
-            "-c",
-            "1",
-            "--pool",
-            "solo",
-            "-n",
-            f"{queue}@%h",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "--loglevel",
-            "WARNING",
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     try:
-        yield queue
+        with celery_worker(
+            queue,
+            DATABASE_URL=f"postgres://{s['USER']}@{s['HOST']}:{s['PORT']}/{s['NAME']}",
+            REDIS_URL=redis_url,
+        ):
+            yield queue
     finally:
-        worker.terminate()
-        try:
-            worker.wait(20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
         import redis
 
         broker = redis.Redis.from_url(redis_url)
