@@ -88,13 +88,23 @@ class RuntimeAPI:
         self.path = path
         self.timeout = timeout
 
+    # Commands per connection: a very large pipelined batch was seen reset by HAProxy on a
+    # loaded machine; chunks of this size keep one connection per few hundred operations.
+    CHUNK = 250
+
     def batch(self, commands: list[str]) -> list[str]:
-        """Run every command on one connection; one response per command, in order."""
+        """Run the commands in order, a few hundred per connection; one response each."""
         if not commands:
             return []
         for command in commands:
             if "\n" in command or "\r" in command:
                 raise ValueError(f"refused runtime command {command!r}")
+        responses: list[str] = []
+        for start in range(0, len(commands), self.CHUNK):
+            responses += self._batch(commands[start : start + self.CHUNK])
+        return responses
+
+    def _batch(self, commands: list[str]) -> list[str]:
         payload = ("prompt\n" + "".join(c + "\n" for c in commands)).encode()
         text = exchange(self.path, payload, self.timeout)
         parts = text.split(PROMPT)
