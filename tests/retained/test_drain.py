@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +21,6 @@ from typing import Any
 
 import httpx
 import kubernetes
-import pytest
 from kubernetes.client.exceptions import ApiException
 
 from controller.deploy.deployer import AgentPool, Deployer, HAProxyPod, PodOutcome
@@ -331,24 +330,6 @@ class Harness:
                 close()
         if errors:
             raise errors[0]
-
-
-@pytest.fixture(scope="module")
-def api() -> Iterator[ApiServer]:
-    with ApiServer.start() as server:
-        kubernetes.client.CoreV1Api(server.api_client()).create_namespace(
-            {"metadata": {"name": NS}}
-        )
-        yield server
-
-
-@pytest.fixture
-def harness(api: ApiServer, tmp_path: Path) -> Iterator[Harness]:
-    h = Harness(api, tmp_path)
-    try:
-        yield h
-    finally:
-        h.close()
 
 
 # -- the seed's tests -------------------------------------------------------------------

@@ -69,10 +69,7 @@ superseding with the copy
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
-import kubernetes
 import pytest
 
 from agents.client import AgentConflict
@@ -88,30 +85,11 @@ from controller.retained.intent import Term as IntentTerm
 from controller.retained.receipts import PodReceipt
 from controller.retained.selection import evaluate_recovery
 from controller.retained.store import IntentRefused, RetainedStateStore
-from localcluster.testing import ApiServer
 from tests.agents.helpers import Site, manifest_for, wait_for
 from tests.retained.test_drain import NS, Harness, read_checkpoint
 
 A = IntentTerm("replica-a", 1)
 B = IntentTerm("replica-b", 2)
-
-
-@pytest.fixture(scope="module")
-def api() -> Iterator[ApiServer]:
-    with ApiServer.start() as server:
-        kubernetes.client.CoreV1Api(server.api_client()).create_namespace(
-            {"metadata": {"name": NS}}
-        )
-        yield server
-
-
-@pytest.fixture
-def harness(api: ApiServer, tmp_path: Path) -> Iterator[Harness]:
-    h = Harness(api, tmp_path)
-    try:
-        yield h
-    finally:
-        h.close()
 
 
 def _store(h: Harness) -> RetainedStateStore:
