@@ -109,6 +109,7 @@ class ControllerReplica:
             cfg.namespace,
             cfg.template_name,
             health_address=(host, port) if port else None,
+            workload_client=runtime.workload_client,
         )
         self.gate = RenderGate(binary=os.environ.get("HAPTIC_HAPROXY_BIN") or None)
         self.plans = PlanMemory()
@@ -117,9 +118,15 @@ class ControllerReplica:
         self.pipeline: LeaderPipeline | None = None
         self._lock = threading.Lock()
         # Cross-cluster role (seed 004); standalone builds nothing and its fence stays open.
-        self.hub = build_hub(
-            HubConfig.from_env(), self.api_client, kick=self.watch.reconciler.trigger_now
-        )
+        self.hub = build_hub(HubConfig.from_env(), self.api_client, kick=self._after_promotion)
+
+    def _after_promotion(self) -> None:
+        """The hub's kick once the fence is open. The promotion raised the epoch on our
+        leader Lease, which ends our fenced term; have the elector see it now so the next
+        term (above the old Active's epoch) starts without waiting a retry period. The
+        reconcile trigger covers a replica that holds no term."""
+        self.runtime.elector.recheck()
+        self.watch.reconciler.trigger_now()
 
     # -- template-derived settings ----------------------------------------------------
 
@@ -177,7 +184,7 @@ class ControllerReplica:
         events = TemplateEvents(self.api_client, ref, self.runtime.identity)
         # ADR-0034: the deployed variant of the gate condition, written only in this term.
         applier = StatusApplier(
-            self.api_client,
+            self.runtime.workload_client,
             cache_lookup(self.watch.caches.informer),
             term_valid=term.is_valid,
             check_term=lambda: check_term(self.api_client, term.token),

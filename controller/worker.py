@@ -132,17 +132,22 @@ class RuntimeConfig:
     template_name: str
     leader_queue: str
     kubeconfig: str
+    # The cluster of the Ingresses, Services and HAProxy pods when it is not the cluster of
+    # the template config, Leases and checkpoints (seed 004: two control planes, one fleet).
+    workload_kubeconfig: str = ""
 
     @classmethod
     def from_environment(cls) -> RuntimeConfig:
-        """POD_NAME, HAPTIC_NAMESPACE, HAPTIC_TEMPLATE_CONFIG, HAPTIC_LEADER_QUEUE and
-        HAPTIC_KUBECONFIG (empty: in-cluster config)."""
+        """POD_NAME, HAPTIC_NAMESPACE, HAPTIC_TEMPLATE_CONFIG, HAPTIC_LEADER_QUEUE,
+        HAPTIC_KUBECONFIG (empty: in-cluster config) and HAPTIC_WORKLOAD_KUBECONFIG (empty:
+        the workload lives in the same cluster)."""
         return cls(
             identity=replica_identity(),
             namespace=os.environ.get("HAPTIC_NAMESPACE") or "haptic",
             template_name=os.environ.get("HAPTIC_TEMPLATE_CONFIG") or "haptic",
             leader_queue=leader_queue_name(),
             kubeconfig=os.environ.get("HAPTIC_KUBECONFIG", ""),
+            workload_kubeconfig=os.environ.get("HAPTIC_WORKLOAD_KUBECONFIG", ""),
         )
 
 
@@ -225,9 +230,13 @@ class ReplicaRuntime:
         api_client: client.ApiClient,
         settings: ElectionSettings,
         queue_switch: QueueSwitch | None = None,
+        workload_client: client.ApiClient | None = None,
     ):
         self.config = cfg
+        # The control plane's own cluster: template config, Leases, Events, checkpoints.
         self.api_client = api_client
+        # Where the Ingresses, Services, EndpointSlices and HAProxy pods are watched.
+        self.workload_client = workload_client or api_client
         self.settings = settings
         self.queue_switch = queue_switch or QueueSwitch(cfg.leader_queue)
         self.store = KubeLeaseStore(api_client, cfg.namespace, settings.lease_name)
@@ -436,7 +445,8 @@ class LeaderElectionStep(bootsteps.StartStopStep):
                 # Without a Lease there is no epoch to fence with; a single replica still
                 # wins its Lease at once, so electing costs nothing.
                 log.warning("leaderElection.enabled=false is not supported: electing anyway")
-            _runtime = ReplicaRuntime(cfg, api_client, settings)
+            workload = make_api_client(cfg.workload_kubeconfig) if cfg.workload_kubeconfig else None
+            _runtime = ReplicaRuntime(cfg, api_client, settings, workload_client=workload)
             _runtime.queue_switch.attach(c)
             pool = type(getattr(c, "pool", None)).__module__
             if "prefork" in pool:

@@ -31,7 +31,12 @@ log = logging.getLogger(__name__)
 GRACEFUL_SHUTDOWN = "graceful_shutdown"
 RENEW_DEADLINE = "renew_deadline_exceeded"
 LEASE_TAKEN = "lease_taken"
+# The Lease still names us, at a higher epoch than our term's: the epoch floor was raised
+# (a promoted cross-cluster Standby does so). Our term is over; a new one may start at once.
+EPOCH_RAISED = "epoch_raised"
 ELECTOR_ERROR = "elector_error"
+# How often a wait between attempts looks for a `recheck()` request.
+RECHECK_POLL_SECONDS = 0.1
 
 
 class EventSink(Protocol):
@@ -86,6 +91,7 @@ class LeaderElector:
         self._accounted_at: float | None = None
         self._must_read = True
         self._highest_epoch = 0
+        self._recheck = threading.Event()
 
     # -- state -------------------------------------------------------------------------
 
@@ -101,6 +107,24 @@ class LeaderElector:
     @property
     def observed_leader(self) -> str | None:
         return self._leader_seen
+
+    def recheck(self) -> None:
+        """Read the Lease and act on it now instead of at the next retry period: something
+        outside the elector changed it (the hub's epoch claim at promotion)."""
+        self._must_read = True
+        self._recheck.set()
+
+    def _pause(self, stop: threading.Event, timeout: float) -> bool:
+        """Wait up to `timeout` between attempts; end early on `recheck()`. True if stopped."""
+        deadline = self.clock.monotonic() + timeout
+        while not self._recheck.is_set():
+            left = deadline - self.clock.monotonic()
+            if left <= 0:
+                return stop.is_set()
+            if self.clock.wait(stop, min(left, RECHECK_POLL_SECONDS)):
+                return True
+        self._recheck.clear()
+        return stop.is_set()
 
     # -- one attempt (client-go's tryAcquireOrRenew) -----------------------------------
 
@@ -205,7 +229,7 @@ class LeaderElector:
                 return "stopped"
             if self.try_acquire_or_renew() is Attempt.ACQUIRED:
                 break
-            self.clock.wait(stop, self._jittered(self.timing.retry_period))
+            self._pause(stop, self._jittered(self.timing.retry_period))
         term = self._term
         assert term is not None
         reason = ELECTOR_ERROR
@@ -218,7 +242,7 @@ class LeaderElector:
 
     def _renew_until_lost(self, stop: threading.Event, term: Term) -> str:
         while True:
-            if self.clock.wait(stop, self.timing.retry_period):
+            if self._pause(stop, self.timing.retry_period):
                 return GRACEFUL_SHUTDOWN
             while True:
                 if stop.is_set():
@@ -231,10 +255,15 @@ class LeaderElector:
                     self._account_time()
                     break
                 if result is Attempt.HELD:
-                    return LEASE_TAKEN
+                    return EPOCH_RAISED if self._names_me() else LEASE_TAKEN
                 left = term.valid_until - self.clock.monotonic()
-                if left > 0 and self.clock.wait(stop, min(self.timing.retry_period, left)):
+                if left > 0 and self._pause(stop, min(self.timing.retry_period, left)):
                     return GRACEFUL_SHUTDOWN
+
+    def _names_me(self) -> bool:
+        observation = self._observation
+        record = observation.record if observation is not None else None
+        return record is not None and record.holder == self.identity
 
     def _became_leader(self, term: Term) -> None:
         log.info("%s: became leader (epoch %d)", self.identity, term.token.epoch)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from controller.election.elector import GRACEFUL_SHUTDOWN, LeaderElector
+from controller.election.elector import EPOCH_RAISED, GRACEFUL_SHUTDOWN, LeaderElector
 
 log = logging.getLogger(__name__)
 
@@ -50,5 +50,7 @@ class ElectionSupervisor:
                 reason = "error"
             if reason not in ("stopped", GRACEFUL_SHUTDOWN):
                 log.info("%s: re-entering election after %s", self.elector.identity, reason)
-                # Back off one retry period before competing again.
-                self._stop.wait(self.elector.timing.retry_period)
+                # Back off one retry period before competing again, except for a Lease that
+                # still names us: there is no one to compete with.
+                if reason != EPOCH_RAISED:
+                    self._stop.wait(self.elector.timing.retry_period)

@@ -173,12 +173,16 @@ class WatchCaches:
         *,
         watch_namespace: str | None = None,
         config: InformerConfig | None = None,
+        workload_client: ApiClient | None = None,
     ) -> None:
         self.namespace = namespace
         self.template_name = template_name
         self.watch_namespace = watch_namespace
         self.config = config or InformerConfig()
+        # The template config is read from the control plane's cluster; everything it makes
+        # us watch (Ingresses, Services, HAProxy pods...) from the workload cluster.
         self._client = watch_client(api_client)
+        self._workload = watch_client(workload_client) if workload_client else self._client
         self._lock = threading.RLock()
         self._informers: dict[str, Informer] = {}
         self._retired: list[Informer] = []
@@ -230,6 +234,8 @@ class WatchCaches:
         ok = all(inf.stop(max(0.0, deadline - time.monotonic())) for inf in informers)
         if ok:
             self._client.close()
+            if self._workload is not self._client:
+                self._workload.close()
         return ok
 
     # -- state ----------------------------------------------------------------------------
@@ -351,7 +357,7 @@ class WatchCaches:
                 continue
             log.info("starting watch %s (%s)", kind, ref)
             inf = Informer(
-                self._client,
+                self._workload,
                 ref,
                 indexers={"namespace": index_by_namespace, **INDEXERS.get(kind, {})},
                 config=self.config,

@@ -41,6 +41,7 @@ class ReplicaWatch:
         debounce: DebounceConfig | None = None,
         health: ComponentHealth | None = None,
         health_address: tuple[str, int] | None = ("0.0.0.0", 8081),
+        workload_client: ApiClient | None = None,
     ) -> None:
         self.caches = WatchCaches(
             api_client,
@@ -48,6 +49,7 @@ class ReplicaWatch:
             template_name,
             watch_namespace=watch_namespace,
             config=informer_config,
+            workload_client=workload_client,
         )
         self.reconciler = Reconciler(self._on_trigger, debounce)
         self.health = health or ComponentHealth()

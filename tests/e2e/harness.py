@@ -131,7 +131,11 @@ class System:
 
     # -- controllers ---------------------------------------------------------------------
 
-    def start_controller(self, name: str, extra_env: dict | None = None) -> stack.Process:
+    def start_controller(
+        self, name: str, extra_env: dict | None = None, kubeconfig: Path | None = None
+    ) -> stack.Process:
+        """A controller replica (a Celery worker); `kubeconfig` names another cluster for its
+        template config, Leases and checkpoints (this system's cluster by default)."""
         port = free_port()
         self.health_ports[name] = port
         env = {
@@ -143,7 +147,7 @@ class System:
         index = name.rsplit("-", 1)[-1]
         proc = stack.controller_process(
             int(index) if index.isdigit() else 0,
-            self.api.kubeconfig,
+            kubeconfig or self.api.kubeconfig,
             self.log_dir,
             self.redis_url,
             env,
@@ -173,7 +177,10 @@ def start_system(
     timings: stack.Timings | None = None,
     gate: bool = False,
     controllers: int = 2,
+    template: bool = True,
 ) -> System:
+    """`template=False` leaves out the HAProxyTemplateConfig: the cluster is then only the
+    workload of control planes that keep their configuration elsewhere."""
     state_dir = Path(tempfile.mkdtemp(prefix="haptic-e2e-"))
     log_dir = LOG_ROOT / name
     shutil.rmtree(log_dir, ignore_errors=True)
@@ -196,7 +203,8 @@ def start_system(
     )
     try:
         system.apply(stack.base_objects(token))
-        system.apply([stack.template_config(timings or stack.Timings.short(), gate=gate)])
+        if template:
+            system.apply([stack.template_config(timings or stack.Timings.short(), gate=gate)])
         system.apply([stack.haproxy_deployment(haproxy_replicas, token_file)])
         for i in range(controllers):
             system.start_controller(f"controller-{i}")

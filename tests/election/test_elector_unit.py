@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import itertools
 import threading
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from controller.election.elector import (
+    EPOCH_RAISED,
     GRACEFUL_SHUTDOWN,
     LEASE_TAKEN,
+    RECHECK_POLL_SECONDS,
     RENEW_DEADLINE,
     Attempt,
     ElectionCallbacks,
@@ -143,6 +146,50 @@ def test_leader_notices_a_takeover_at_its_next_renewal() -> None:
     assert b.try_acquire_or_renew() is Attempt.ACQUIRED
     assert a.term is not None and not a.term.is_valid()  # a's own clock already says so
     assert a.try_acquire_or_renew() is Attempt.FAILED
+
+
+def test_a_raised_epoch_ends_the_term_at_once_on_recheck() -> None:
+    """The hub's promotion raises the epoch on our own Lease and asks for a recheck: the
+    term ends within one recheck poll (not a retry period later), as EPOCH_RAISED, and the
+    next term starts above the raised epoch."""
+    clock = FakeClock()
+    store = FakeLeaseStore(clock)
+    rec = Recorder()
+    timing = ElectionTiming(lease_duration=30.0, renew_deadline=20.0, retry_period=5.0)
+    a = LeaderElector(store, "a", timing, clock=clock, callbacks=rec.callbacks(clock), jitter=0)
+    assert a.try_acquire_or_renew() is Attempt.ACQUIRED
+    claimed_at: list[float] = []
+
+    def fates() -> tuple[float, float, str]:
+        if not claimed_at and clock.now > 1012.0:  # between two renewals
+            assert store.record is not None
+            store._store(replace(store.record, epoch=41))  # what EpochClaim writes
+            claimed_at.append(clock.now)
+            a.recheck()
+        return (0.01, 0.01, "ok")
+
+    store.fates = fates
+    assert a.run(threading.Event()) == EPOCH_RAISED
+    _, reason, ended_at = rec.stopped[-1]
+    assert reason == EPOCH_RAISED
+    # The renewal in flight conflicts; the recheck skips the retry wait.
+    assert ended_at - claimed_at[0] < RECHECK_POLL_SECONDS + 0.1
+    assert a.try_acquire_or_renew() is Attempt.ACQUIRED
+    assert a.term is not None and a.term.token.epoch == 42
+
+
+def test_without_recheck_the_pause_is_a_full_retry_period() -> None:
+    clock = FakeClock()
+    a = LeaderElector(FakeLeaseStore(clock), "a", TIMING, clock=clock, jitter=0)
+    started = clock.now
+    assert a._pause(threading.Event(), 0.3) is False
+    assert clock.now - started == pytest.approx(0.3)
+    a.recheck()
+    started = clock.now
+    assert a._pause(threading.Event(), 0.3) is False
+    assert clock.now == started  # a pending recheck returns at once, and is consumed
+    assert a._pause(threading.Event(), 0.3) is False
+    assert clock.now - started == pytest.approx(0.3)
 
 
 # Delays and clock steps favour zero and small values, where the margins are tightest.

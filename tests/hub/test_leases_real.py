@@ -9,6 +9,9 @@ import time
 import pytest
 from kubernetes import client
 
+from controller.election import ElectionTiming, LeaderElector
+from controller.election.lease_store import KubeLeaseStore
+from controller.election.supervisor import ElectionSupervisor
 from controller.hub.clients import bounded_copy, no_retries
 from controller.hub.config import HaMode, HubConfig
 from controller.hub.elector import HubElector, LeaseHeld
@@ -143,6 +146,31 @@ def test_epoch_claim_only_raises(clusters, ns) -> None:
     assert claim(9) == 9 and claim.claimed == 9
     lease = client.CoordinationV1Api(b.client).read_namespaced_lease("haptic-leader", ns)
     assert lease.metadata.annotations[EPOCH_ANNOTATION] == "9"
+
+
+def test_epoch_claim_hands_the_controller_a_new_term_at_once(clusters, ns) -> None:
+    """The promoted side's controller elector, fenced in a low-epoch term, starts a term
+    above the claimed floor as soon as it is asked to recheck, not a retry period later."""
+    _, b = clusters
+    store = KubeLeaseStore(b.client, ns, "haptic-leader")
+    timing = ElectionTiming(lease_duration=30.0, renew_deadline=20.0, retry_period=10.0)
+    elector = LeaderElector(store, "controller-b-0", timing)
+    supervisor = ElectionSupervisor(elector).start()
+    try:
+        _until(lambda: elector.is_leader())
+        fenced = elector.term
+        assert fenced is not None and fenced.token.epoch == 1
+        claim = EpochClaim(b.client, namespace=ns, lease_name="haptic-leader", request_timeout=2)
+        assert claim(42) == 42
+        asked = time.monotonic()
+        elector.recheck()
+        _until(lambda: elector.is_leader() and elector.term.token.epoch > 42, timeout=8.0)
+        assert not fenced.is_valid()
+        # Well inside one retry period: neither the renew wait nor the supervisor's back-off.
+        assert time.monotonic() - asked < timing.retry_period / 2
+        assert read_lease(b.client, ns, "haptic-leader", 2).epoch == 43
+    finally:
+        supervisor.stop(timeout=10)
 
 
 def _until(predicate, timeout: float = 20.0) -> None:

@@ -23,6 +23,7 @@ from controller.watch import (
     WatchCaches,
 )
 from controller.watch.replica import ReplicaWatch
+from localcluster.testing import ApiServer
 from tests.watch.conftest import FAST, service, wait_for
 
 T = 10
@@ -221,6 +222,43 @@ def test_discovery_publishes_only_real_changes_and_replays(cluster, make_caches)
     caches.replay()
     assert len(published) == n + 1 and published[-1] == published[-2]
     assert events[-1] == ChangeEvent("templateconfig", REPLAY, None)
+
+
+def test_workload_cluster_is_watched_apart_from_the_template(cluster, core):
+    """Seed 004's topology: the template config comes from the control plane's own cluster,
+    the Ingresses and HAProxy pods from the shared workload cluster (another API server)."""
+    c = cluster
+    c.create_template(template({"app": "haproxy"}))
+    # Decoys in the control plane's cluster: never part of the view.
+    c.net.create_namespaced_ingress(c.apps, ingress("local-only"), _request_timeout=T)
+    c.core.create_namespaced_pod(c.ctl, pod("hp-local", {"app": "haproxy"}), _request_timeout=T)
+    with ApiServer.start() as workload:
+        wac = workload.api_client()
+        wac.configuration.retries = False
+        w = Cluster(wac, c.ctl, c.apps)
+        for ns in (c.ctl, c.apps):
+            w.core.create_namespace({"metadata": {"name": ns}}, _request_timeout=T)
+        w.net.create_namespaced_ingress(c.apps, ingress("shared"), _request_timeout=T)
+        w.core.create_namespaced_pod(c.ctl, pod("hp-0", {"app": "haproxy"}), _request_timeout=T)
+        caches = WatchCaches(
+            cluster.core.api_client, c.ctl, "haptic", watch_namespace=c.apps, config=FAST,
+            workload_client=wac,
+        )  # fmt: skip
+        caches.start()
+        try:
+            assert wait_for(lambda: caches.synced and HAPROXY_PODS in caches.kinds())
+            snap = caches.snapshot()
+            assert snap.template_config["metadata"]["name"] == "haptic"
+            assert [i["metadata"]["name"] for i in snap.get("ingresses")] == ["shared"]
+            assert [p.name for p in caches.haproxy_pods()] == ["hp-0"]
+            # Changes in the workload cluster flow in; the template still comes from ours.
+            w.net.create_namespaced_ingress(c.apps, ingress("later"), _request_timeout=T)
+            assert wait_for(lambda: len(caches.snapshot().get("ingresses")) == 2)
+            c.patch_template({"podSelector": {"matchLabels": {"app": "haproxy2"}}})
+            assert wait_for(lambda: caches.haproxy_pods() == ())
+        finally:
+            assert caches.stop(timeout=20)
+        wac.close()
 
 
 def test_template_changes_start_and_stop_watches(cluster, make_caches):

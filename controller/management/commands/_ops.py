@@ -48,6 +48,12 @@ class KubeCommand(BaseCommand):
             "var/cluster/kubeconfig written by `make run` or `manage.py localcluster up`)",
         )
         parser.add_argument(
+            "--workload-kubeconfig",
+            default=None,
+            help="kubeconfig of the cluster running the HAProxy pods when it is not the "
+            "controller's own (default: $HAPTIC_WORKLOAD_KUBECONFIG, else --kubeconfig)",
+        )
+        parser.add_argument(
             "--namespace",
             default=None,
             help="controller namespace (default: $HAPTIC_NAMESPACE, else haptic)",
@@ -67,6 +73,14 @@ class KubeCommand(BaseCommand):
                 "`python manage.py localcluster up`) or pass --kubeconfig"
             )
         self.api = kubernetes.config.new_client_from_config(config_file=path)
+        workload = options.get("workload_kubeconfig") or os.environ.get(
+            "HAPTIC_WORKLOAD_KUBECONFIG"
+        )
+        if workload and not Path(workload).exists():
+            raise CommandError(f"no kubeconfig at {workload} (--workload-kubeconfig)")
+        self.workload_api = (
+            kubernetes.config.new_client_from_config(config_file=workload) if workload else self.api
+        )
         self.namespace = options["namespace"] or settings.HAPTIC_NAMESPACE or "haptic"
         self.template = options["template"]
         self.as_json = bool(options["json"])

@@ -5,6 +5,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import kubernetes
+
 from agents.client import AgentClient, AgentError
 
 from ._ops import KubeCommand, short, table
@@ -16,8 +18,9 @@ class Command(KubeCommand):
     help = (
         "Show the HAProxy pods (selected by the template config's podSelector) with IP, "
         "Ready, and what each agent reports right now: applied and running plan IDs, the "
-        "HAProxy worker pid and any pending reload. Reads the pods from Kubernetes and asks "
-        "every agent (GET /v1/state with the agent token)."
+        "HAProxy worker pid and any pending reload. Reads the pods from Kubernetes (the "
+        "workload cluster with --workload-kubeconfig) and asks every agent (GET /v1/state "
+        "with the agent token)."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -36,7 +39,7 @@ class Command(KubeCommand):
         labels = (spec.get("podSelector") or {}).get("matchLabels") or DEFAULT_SELECTOR
         port = int((spec.get("agent") or {}).get("port") or 8405)
         selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        pods = self.core().list_namespaced_pod(
+        pods = kubernetes.client.CoreV1Api(self.workload_api).list_namespaced_pod(
             self.namespace, label_selector=selector, _request_timeout=10
         )
         pods = sorted(pods.items, key=lambda p: p.metadata.name)
