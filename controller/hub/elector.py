@@ -19,6 +19,8 @@ from datetime import UTC, datetime, timedelta
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from controller.hub.loop import LoopThread
+
 log = logging.getLogger(__name__)
 
 
@@ -67,8 +69,7 @@ class HubElector:
         self.monotonic = monotonic
         self._leading = False
         self._last_renew: float | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop_thread = LoopThread("hub-elector", self._loop)
         self._lock = threading.Lock()
         self.uid: str | None = None
         self.last_renew_wall: datetime | None = None
@@ -146,24 +147,21 @@ class HubElector:
             self._leading = False
             log.warning("hub elector: lost the hub Lease (renew deadline passed)")
 
-    def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="hub-elector", daemon=True)
-        self._thread.start()
+    @property
+    def running(self) -> bool:
+        return self._loop_thread.running
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
+    def start(self) -> None:
+        self._loop_thread.start()
+
+    def _loop(self, stop: threading.Event) -> None:
+        while not stop.is_set():
             self.tick()
-            self._stop.wait(self.retry_period)
+            stop.wait(self.retry_period)
 
     def stop(self, release: bool = True, timeout: float = 10.0) -> None:
         """Stop renewing. `release=False` simulates a killed process (the Lease just ages)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self._loop_thread.stop(timeout)
         was_leading, self._leading = self._leading, False
         if release and was_leading:
             try:

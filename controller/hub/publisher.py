@@ -19,6 +19,7 @@ from typing import Any
 from kubernetes import client
 
 from controller.hub.config import PLACEHOLDER_ENDPOINT
+from controller.hub.loop import LoopThread
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +108,7 @@ class Publisher:
         self.fast_interval = fast_interval
         self.slow_interval = slow_interval
         self.clock = clock
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop_thread = LoopThread("hub-publisher", self._loop)
         self._write_lock = threading.Lock()
 
     def publish_once(self) -> PassOutcome:
@@ -154,20 +154,17 @@ class Publisher:
                 return PassOutcome(held_leadership=True, error=str(exc))
         return PassOutcome(held_leadership=True, wrote=True)
 
+    @property
+    def running(self) -> bool:
+        return self._loop_thread.running
+
     def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="hub-publisher", daemon=True)
-        self._thread.start()
+        self._loop_thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self._loop_thread.stop(timeout)
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
+    def _loop(self, stop: threading.Event) -> None:
+        while not stop.is_set():
             outcome = self.publish_once()
-            self._stop.wait(choose_wait(outcome, self.fast_interval, self.slow_interval))
+            stop.wait(choose_wait(outcome, self.fast_interval, self.slow_interval))

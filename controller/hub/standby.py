@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from controller.hub.detection import RemoteLeaseTracker
 from controller.hub.guards import attempt
 from controller.hub.leases import LeaseView
+from controller.hub.loop import LoopThread
 from controller.hub.promotion import Promoter, PromotionResult
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,7 @@ class StandbyWatcher:
         self.padding_seconds = padding_seconds
         self.clock = clock
         self.monotonic = monotonic
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop_thread = LoopThread("hub-standby", self._loop)
         self.polls = 0
 
     def poll_once(self) -> PromotionResult | None:
@@ -65,20 +65,13 @@ class StandbyWatcher:
         return None
 
     def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="hub-standby", daemon=True)
-        self._thread.start()
+        self._loop_thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self._loop_thread.stop(timeout)
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
+    def _loop(self, stop: threading.Event) -> None:
+        while not stop.is_set():
             started = self.monotonic()
             try:
                 result = self.poll_once()
@@ -90,4 +83,4 @@ class StandbyWatcher:
             # Fixed rate: a read that timed out does not push the next poll a whole interval
             # further out, so detection stays within one poll of staleness.
             elapsed = self.monotonic() - started
-            self._stop.wait(max(0.0, self.poll_interval - elapsed))
+            stop.wait(max(0.0, self.poll_interval - elapsed))

@@ -6,6 +6,7 @@ servers over HTTP; the only stand-in is the reconcile kick, a recording hook.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
+from agents.manifest import build_manifest
 from controller.hub.clients import no_retries
 from controller.hub.config import HaMode, HubConfig
 from controller.hub.hub import Hub, build_hub
@@ -40,6 +42,19 @@ GROUP_VERSION = "haproxy-haptic.org/v1alpha1"
 def budget(config: HubConfig) -> float:
     """Issue 10's bound from the moment the Active dies: lease + padding + one poll + 1 s."""
     return config.lease_duration + config.padding_seconds + config.poll_interval + 1.0
+
+
+def reload_manifest(cfg: bytes, token: dict[str, Any], previous: str | None) -> dict[str, Any]:
+    """An agent apply manifest (reload mode) for one haproxy.cfg, carrying `token`."""
+    digest = hashlib.sha256(cfg).hexdigest()
+    return build_manifest(
+        plan_id=digest,
+        files={"haproxy.cfg": ("config", cfg)},
+        structure_digest=digest,
+        token=token,
+        expected_previous_plan_id=previous,
+        mode="reload",
+    )
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, step: float = 0.02) -> Any:

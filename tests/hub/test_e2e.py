@@ -243,7 +243,7 @@ def test_blackholed_active_api_server_promotes_within_budget(clusters, pair) -> 
     _assert_promoted_in_budget(pair, killed_at, last_renew)
     # The Active lost its lease after the renew deadline but did not exit.
     wait_for(lambda: not pair.active.elector.is_leader())
-    assert pair.active.elector._thread.is_alive()
+    assert pair.active.elector.running
     # With A unreachable, the resolver trusts B, through the CLI as a worker would.
     out = subprocess.run(
         [sys.executable, "-m", "controller.hub", "resolve", "--kubeconfig", str(a.api.kubeconfig),

@@ -8,20 +8,24 @@ agents' own client, carrying the fencing token of the controller's own elector t
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import httpx
 import pytest
 
 from agents.client import AgentClient, AgentConflict
-from agents.manifest import build_manifest
 from controller.election import ElectionTiming, LeaderElector
 from controller.election.elector import Attempt
 from controller.election.lease_store import KubeLeaseStore
 from controller.hub.fence import WriteFence
 from tests.agents.helpers import AgentProcess
-from tests.hub.scenario import ACTIVE_EPOCH, seed_active_cluster, start_pair, wait_for
+from tests.hub.scenario import (
+    ACTIVE_EPOCH,
+    reload_manifest,
+    seed_active_cluster,
+    start_pair,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -38,15 +42,7 @@ def plan(agent: AgentProcess, text: str, token: dict[str, Any], previous: str | 
         f'frontend http\n    bind "${{POD_IP}}:{agent.frontend_port}"\n'
         f"    http-request return status 200 content-type text/plain string {text}\n"
     ).encode()
-    digest = hashlib.sha256(cfg).hexdigest()
-    return build_manifest(
-        plan_id=digest,
-        files={"haproxy.cfg": ("config", cfg)},
-        structure_digest=digest,
-        token=token,
-        expected_previous_plan_id=previous,
-        mode="reload",
-    )
+    return reload_manifest(cfg, token, previous)
 
 
 def deploy(fence: WriteFence, client: AgentClient, manifest: dict) -> str:

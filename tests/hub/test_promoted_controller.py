@@ -12,7 +12,6 @@ above the Active's last epoch, and deploys to W's fleet by itself.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import signal
 import subprocess
@@ -28,7 +27,6 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from agents.client import AgentClient, AgentConflict
-from agents.manifest import build_manifest
 from controller.hub.leases import EPOCH_ANNOTATION, read_lease
 from controller.hub.mirror_rules import MIRROR_LABEL
 from controller.hub.resolver import resolve_kubeconfigs
@@ -37,6 +35,7 @@ from haptic_site.stack import wait_for
 from localcluster.testing import ApiServer
 from tests.e2e.harness import System, start_system
 from tests.hub.conftest import REPO_ROOT
+from tests.hub.scenario import reload_manifest
 
 pytestmark = pytest.mark.e2e
 
@@ -145,16 +144,7 @@ def _applied_tokens(fleet: System) -> dict[str, dict]:
 
 
 def _stale_apply(fleet: System, pod, token: dict, previous: str | None) -> dict:
-    text = b"global\n    default-path config\ndefaults\n    mode http\n"
-    digest = hashlib.sha256(text).hexdigest()
-    manifest = build_manifest(
-        plan_id=digest,
-        files={"haproxy.cfg": ("config", text)},
-        structure_digest=digest,
-        token=token,
-        expected_previous_plan_id=previous,
-        mode="reload",
-    )
+    manifest = reload_manifest(b"global\n    default-path config\n", token, previous)
     url = f"http://{pod.status.pod_ip}:8405"
     with (
         AgentClient(url, fleet.token, timeout=10) as agent,

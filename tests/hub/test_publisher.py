@@ -145,7 +145,7 @@ def test_loop_publishes_promptly_once_leadership_arrives(clusters, ns, tmp_path)
         _wait(lambda: "activeController" in (get_template(a, ns).get("status") or {}))
     finally:
         publisher.stop()
-    assert publisher._thread is None
+    assert not publisher.running
 
 
 def _wait(predicate, timeout: float = 20.0) -> None:
