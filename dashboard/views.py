@@ -30,6 +30,7 @@ from checkpoints.models import (
     TaskRun,
 )
 from checkpoints.roles import is_operator, is_viewer
+from dashboard import hub
 
 PAGE_SIZE = 50
 
@@ -181,6 +182,8 @@ class HubView(ViewerRequired):
             "hubs": HubStatus.objects.all(),
             "mirror": MirrorState.objects.all(),
             "task_runs": TaskRun.objects.all()[:20],
+            # Live reads of every hub cluster (bounded, cached briefly): see dashboard/hub.py.
+            "active_hub": hub.active_hub(),
         }
         return self.render(request, context)
 

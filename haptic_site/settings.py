@@ -5,6 +5,11 @@ REDIS_URL      Celery broker and result backend; default: kombu's filesystem tra
                var/broker, an embedded broker that needs no server (see README)
 HAPTIC_KUBECONFIG  kubeconfig of the cluster to control; unset: in-cluster config, else the
                local cluster's kubeconfig under var/
+HAPTIC_HUB_KUBECONFIGS  comma-separated kubeconfigs, one per hub cluster, that the Hub page
+               reads to show which hub is Active; unset: the page says how to set it
+HAPTIC_HUB_IDENTITIES   optional comma-separated hub identities, in the same order (one per
+               kubeconfig, else ignored); unset: an endpoint is trusted when it names its own URL
+HAPTIC_TEMPLATE_CONFIG  name of the HAProxyTemplateConfig; default: haptic
 SECRET_KEY     default: generated once into var/secret_key
 DEBUG          default: off
 """
@@ -165,7 +170,18 @@ CELERY_TIMEZONE = "UTC"
 
 # Kubernetes: which cluster the controller and the mirror talk to.
 HAPTIC_KUBECONFIG = os.environ.get("HAPTIC_KUBECONFIG", "")
+# The hub clusters the dashboard asks "which hub is Active?" (controller.hub.resolver).
+HAPTIC_HUB_KUBECONFIGS = env_list("HAPTIC_HUB_KUBECONFIGS", [])
+# Identities pair with kubeconfigs by position, so a list of another length cannot be used.
+_hub_identities = env_list("HAPTIC_HUB_IDENTITIES", [])
+HAPTIC_HUB_IDENTITIES = (
+    _hub_identities
+    if _hub_identities and len(_hub_identities) == len(HAPTIC_HUB_KUBECONFIGS)
+    else None
+)
 HAPTIC_NAMESPACE = os.environ.get("HAPTIC_NAMESPACE", "haptic")
+# Empty means the default, as in controller/worker.py and the management commands.
+HAPTIC_TEMPLATE_CONFIG = os.environ.get("HAPTIC_TEMPLATE_CONFIG") or "haptic"
 HAPTIC_HAPROXY_BIN = os.environ.get("HAPTIC_HAPROXY_BIN", "")
 
 LOGGING = {

@@ -8,6 +8,7 @@ after a promotion), the fresher lastUpdated wins.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -117,6 +118,19 @@ def resolve(
     return resolve_observations(observations)
 
 
+def load_client(path: str) -> tuple[client.ApiClient | None, str | None]:
+    """A client for one kubeconfig, or why there is none (never raises)."""
+    # For a missing file the kubernetes library only says "No configuration found".
+    if not os.path.isfile(path):
+        return None, f"cannot load kubeconfig {path}: no such file"
+    try:
+        return cluster_client(path), None
+    # Malformed YAML, a missing context, unreadable credentials...: the library raises many
+    # types, and each is this endpoint's error, never the whole resolution's.
+    except Exception as exc:
+        return None, f"cannot load kubeconfig {path}: {exc}"[:300]
+
+
 def resolve_kubeconfigs(
     kubeconfigs: Sequence[str],
     identities: Sequence[str | None] | None = None,
@@ -125,16 +139,27 @@ def resolve_kubeconfigs(
     template_name: str,
     timeout: float = 5.0,
 ) -> Resolution:
-    """`resolve` from kubeconfig paths (one client per cluster, closed afterwards)."""
+    """`resolve` from kubeconfig paths (one client per cluster, closed afterwards). The
+    observations follow the order of `kubeconfigs`; one that cannot be loaded is an
+    unreachable endpoint carrying its error, and the others are still read."""
     idents = list(identities) if identities else [None] * len(kubeconfigs)
-    clients = [cluster_client(path) for path in kubeconfigs]
+    if len(idents) != len(kubeconfigs):
+        raise ValueError("give one identity per kubeconfig, or none")
+    loaded = [load_client(path) for path in kubeconfigs]
     try:
-        return resolve(
-            list(zip(clients, idents, strict=True)),
-            namespace=namespace,
-            template_name=template_name,
-            timeout=timeout,
-        )
+        good = [(c, i) for (c, _), i in zip(loaded, idents, strict=True) if c is not None]
+        read = iter(
+            resolve(good, namespace=namespace, template_name=template_name, timeout=timeout)
+            .observations
+        )  # fmt: skip
+        observations = [
+            next(read) if c is not None else EndpointObservation("", i, False, error=error)
+            for (c, error), i in zip(loaded, idents, strict=True)
+        ]
     finally:
-        for c in clients:
-            c.close()
+        for c, _ in loaded:
+            if c is not None:
+                c.close()
+    if not observations:
+        return Resolution(None, None, "no endpoints given")
+    return resolve_observations(observations)

@@ -1,11 +1,20 @@
-"""The resolver's rule (pure): trust the reachable endpoint that declares itself."""
+"""The resolver's rule (pure): trust the reachable endpoint that declares itself; and its
+kubeconfig front end against a real API server."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+from kubernetes.client import CustomObjectsApi
 
-from controller.hub.resolver import EndpointObservation, declares_itself, resolve_observations
+from controller.hub.publisher import GROUP, PLURAL, VERSION
+from controller.hub.resolver import (
+    EndpointObservation,
+    declares_itself,
+    resolve_kubeconfigs,
+    resolve_observations,
+)
+from tests.hub.conftest import create_template
 
 A, B = "http://127.0.0.1:1001", "http://127.0.0.1:1002"
 
@@ -70,3 +79,27 @@ def test_resolution_is_always_a_reachable_self_declared_endpoint(
         assert result.active_url == claims[0].url
     if len(claims) == 2 and a_t != b_t:
         assert result.active_url == (A if a_t > b_t else B)
+
+
+def test_a_kubeconfig_that_cannot_be_loaded_is_one_unreachable_endpoint(
+    clusters, ns, tmp_path
+) -> None:
+    """Through a real API server: a missing or malformed kubeconfig costs only its own row;
+    the others are still read, in the order given."""
+    a, _ = clusters
+    create_template(a, ns)
+    CustomObjectsApi(a.client).patch_namespaced_custom_object_status(
+        GROUP, VERSION, ns, PLURAL, "haptic", {"status": {"activeController": decl(a.url, "hub-a")}}
+    )
+    broken = tmp_path / "broken.kubeconfig"
+    broken.write_text("clusters: [this is not a kubeconfig")
+    missing = str(tmp_path / "missing.kubeconfig")
+    result = resolve_kubeconfigs(
+        [missing, str(a.api.kubeconfig), str(broken)], namespace=ns, template_name="haptic",
+        timeout=2.0,
+    )  # fmt: skip
+    assert (result.active_url.rstrip("/"), result.active_identity) == (a.url, "hub-a")
+    first, second, third = result.observations
+    assert not first.reachable and "no such file" in first.error
+    assert second.reachable and second.url.rstrip("/") == a.url
+    assert not third.reachable and "cannot load kubeconfig" in third.error
