@@ -25,7 +25,7 @@ from kubernetes import client
 from bench.harness import summarize
 from controller.hub.clients import no_retries
 from controller.hub.kube import TEMPLATE, Kube
-from localcluster.testing import ApiServer
+from localcluster.testing import ApiServer, api_servers
 from tests.hub.scenario import budget, seed_active_cluster, start_pair, wait_for
 
 RUNS = 8  # alternating: the Active's controller killed, its API server black-holed
@@ -88,20 +88,13 @@ def run() -> list[dict[str, Any]]:
 
 def _run() -> list[dict[str, Any]]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-hub-"))
-    a = ApiServer.start()
-    try:
-        b = ApiServer.start()
-    except BaseException:
-        a.stop()
-        raise
     samples: list[dict[str, float]] = []
     try:
-        for i in range(RUNS):
-            samples.append(_one_run(a, b, blackhole=bool(i % 2), tmp=tmp))
-            time.sleep(0.2)
+        with api_servers(2) as (a, b):
+            for i in range(RUNS):
+                samples.append(_one_run(a, b, blackhole=bool(i % 2), tmp=tmp))
+                time.sleep(0.2)
     finally:
-        a.stop()
-        b.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     limit = samples[0]["budget"]
     grace = samples[0]["grace"]

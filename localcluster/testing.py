@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ import tempfile
 import threading
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -192,3 +194,17 @@ class ApiServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def api_servers(count: int, **kwargs: Any) -> Iterator[list[ApiServer]]:
+    """`count` servers (each `ApiServer.start(**kwargs)`), all stopped on exit, also when a
+    later one fails to start."""
+    started: list[ApiServer] = []
+    try:
+        for _ in range(count):
+            started.append(ApiServer.start(**kwargs))
+        yield started
+    finally:
+        for server in started:
+            server.stop()

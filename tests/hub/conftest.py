@@ -16,7 +16,7 @@ from kubernetes import client
 
 from controller.hub.clients import no_retries
 from controller.hub.kube import TEMPLATE, Kube
-from localcluster.testing import ApiServer
+from localcluster.testing import ApiServer, api_servers
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,17 +39,8 @@ def _cluster(api: ApiServer) -> Cluster:
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[tuple[ApiServer, ApiServer]]:
-    a = ApiServer.start()
-    try:
-        b = ApiServer.start()
-    except BaseException:
-        a.stop()
-        raise
-    try:
+    with api_servers(2) as (a, b):
         yield a, b
-    finally:
-        a.stop()
-        b.stop()
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from kubernetes import client
 from controller.hub.clients import no_retries
 from controller.hub.publisher import GROUP, PLURAL, VERSION
 from dashboard import hub
-from localcluster.testing import ApiServer
+from localcluster.testing import ApiServer, api_servers
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
 
@@ -31,17 +31,8 @@ OLDER, FRESHER = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[tuple[ApiServer, ApiServer]]:
-    a = ApiServer.start()
-    try:
-        b = ApiServer.start()
-    except BaseException:
-        a.stop()
-        raise
-    try:
+    with api_servers(2) as (a, b):
         yield a, b
-    finally:
-        a.stop()
-        b.stop()
 
 
 @pytest.fixture(autouse=True)
