@@ -287,6 +287,8 @@ def test_relists_when_the_watch_history_is_gone(
         eventually(lambda: Checkpoint.objects.count() == 2, what="both checkpoints")
         eventually(lambda: state("haproxycfgs").relists_total == 1)
         m.stop()
+        # Really gone: a watcher still reading would see the deletion as an event.
+        assert not any(t.is_alive() for t in m.threads)
         cluster.delete("haproxycfgs", drop["metadata"]["name"])
         for i in range(8):  # push the deletion out of the watch history
             cluster.core.create_namespaced_event(
@@ -304,7 +306,8 @@ def test_relists_when_the_watch_history_is_gone(
             what="deleted checkpoint found by relist",
         )
         cfg = state("haproxycfgs")
-        assert cfg.relists_total == 2 and cfg.last_relist_at >= since
+        # At least the relist on resume (a slow machine may see a later watch expire too).
+        assert cfg.relists_total >= 2 and cfg.last_relist_at >= since
         assert Checkpoint.objects.get(uid=keep["metadata"]["uid"]).collected is False
         assert Checkpoint.objects.count() == 2
         eventually(lambda: KubeEvent.objects.filter(reason="Filler").count() == 8)
