@@ -9,6 +9,7 @@ promotes, starts a term above the Active's last epoch, and deploys to W's fleet 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -148,6 +149,16 @@ def test_promoted_controller_deploys_to_the_shared_fleet(planes: ControlPlanes) 
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     assert json.loads(cli.stdout)["active_identity"] == STANDBY
+
+    # The operator's fleet view: configuration from B, pods from the workload cluster.
+    env = {k: v for k, v in os.environ.items() if k != "HAPTIC_AGENT_TOKEN"}
+    fleet_cli = subprocess.run(
+        [sys.executable, "manage.py", "fleet", "--json", "--kubeconfig", str(b.kubeconfig),
+         "--workload-kubeconfig", str(fleet.api.kubeconfig)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True, env=env,
+    )  # fmt: skip
+    rows = json.loads(fleet_cli.stdout)
+    assert len(rows) == 2 and all(r["applied_token"]["holder"] == STANDBY for r in rows), rows
     # The promoted hub keeps renewing its Lease.
     first = read_lease(b.api_client(), NS, "haptic-hub", 5.0).renew_time
     wait_for(
