@@ -59,9 +59,9 @@ def resolve_hubs(
     """Read status.activeController from every kubeconfig's cluster and resolve the Active;
     one row per kubeconfig, in configuration order."""
     paths = list(kubeconfigs)
-    idents = list(identities) if identities and len(identities) == len(paths) else None
+    # settings.HAPTIC_HUB_IDENTITIES is None unless it pairs with every kubeconfig.
     resolution = resolve_kubeconfigs(
-        paths, idents, namespace=namespace, template_name=template_name, timeout=timeout
+        paths, identities, namespace=namespace, template_name=template_name, timeout=timeout
     )
     rows = tuple(
         EndpointRow(

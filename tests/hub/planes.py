@@ -47,21 +47,28 @@ class ControlPlanes:
             api.stop()
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
-    def holder(self, api: ApiServer, lease: str) -> str | None:
+    def lease(self, api: ApiServer, name: str) -> kubernetes.client.V1Lease | None:
         try:
-            read = kubernetes.client.CoordinationV1Api(api.api_client()).read_namespaced_lease(
-                lease, NS, _request_timeout=5
+            return kubernetes.client.CoordinationV1Api(api.api_client()).read_namespaced_lease(
+                name, NS, _request_timeout=5
             )
         except (ApiException, OSError):
             return None
-        return read.spec.holder_identity
+
+    def holder(self, api: ApiServer, name: str) -> str | None:
+        lease = self.lease(api, name)
+        return lease.spec.holder_identity if lease is not None else None
+
+    def applied_tokens(self) -> dict[str, dict]:
+        """The token of what each HAProxy pod's agent last applied, by pod name."""
+        return {
+            p.metadata.name: self.fleet.agent_state(p).applied_token or {}
+            for p in self.fleet.haproxy_pods(ready_only=False)
+        }
 
     def applied_holders(self) -> set[str | None]:
         """Who wrote what each HAProxy pod's agent last applied."""
-        return {
-            (self.fleet.agent_state(p).applied_token or {}).get("holder")
-            for p in self.fleet.haproxy_pods(ready_only=False)
-        }
+        return {t.get("holder") for t in self.applied_tokens().values()}
 
 
 def _hub_env(role: str, own: ApiServer, ca: Path, suffix: str) -> dict[str, str]:

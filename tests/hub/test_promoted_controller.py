@@ -18,7 +18,6 @@ from collections.abc import Iterator
 
 import kubernetes
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from agents.client import AgentClient, AgentConflict
 from controller.hub.leases import EPOCH_ANNOTATION, read_lease
@@ -46,27 +45,11 @@ def planes() -> Iterator[ControlPlanes]:
         planes.stop()
 
 
-def _lease(api: ApiServer, name: str) -> kubernetes.client.V1Lease | None:
-    try:
-        return kubernetes.client.CoordinationV1Api(api.api_client()).read_namespaced_lease(
-            name, NS, _request_timeout=5
-        )
-    except ApiException:
-        return None
-
-
 def _custom(api: ApiServer, plural: str, selector: str = "") -> list[dict]:
     listing = kubernetes.client.CustomObjectsApi(api.api_client()).list_namespaced_custom_object(
         GROUP, VERSION, NS, plural, label_selector=selector, _request_timeout=5
     )
     return list(listing.get("items") or [])
-
-
-def _applied_tokens(fleet: System) -> dict[str, dict]:
-    return {
-        p.metadata.name: fleet.agent_state(p).applied_token or {}
-        for p in fleet.haproxy_pods(ready_only=False)
-    }
 
 
 def _stale_apply(fleet: System, pod, token: dict, previous: str | None) -> dict:
@@ -106,7 +89,7 @@ def test_promoted_controller_deploys_to_the_shared_fleet(planes: ControlPlanes) 
     assert _custom(b, "haproxycfgs", f"{ROLE_LABEL}=published") == []
 
     # The Active's controller dies outright; its API server stays up.
-    lease_a = _lease(a, "haptic-leader")
+    lease_a = planes.lease(a, "haptic-leader")
     assert lease_a is not None
     active_epoch = int(lease_a.metadata.annotations[EPOCH_ANNOTATION])
     wait_for(lambda: planes.holder(a, "haptic-hub") == ACTIVE, 10, what="A's hub Lease")
@@ -121,10 +104,11 @@ def test_promoted_controller_deploys_to_the_shared_fleet(planes: ControlPlanes) 
     # shared fleet on its own: a change made after the failover reaches every HAProxy pod.
     fleet.apply([ingress("after", "after.example", "echo")])
     wait_for(lambda: fleet.serves("after.example", "echo-"), 90, what="served by the promoted")
-    tokens = _applied_tokens(fleet)
+    tokens = planes.applied_tokens()
     assert {t.get("holder") for t in tokens.values()} == {STANDBY}
     assert all(t["epoch"] > active_epoch for t in tokens.values())
-    assert int(_lease(b, "haptic-leader").metadata.annotations[EPOCH_ANNOTATION]) > active_epoch
+    lease_b = planes.lease(b, "haptic-leader")
+    assert int(lease_b.metadata.annotations[EPOCH_ANNOTATION]) > active_epoch
     # B now publishes its own output and checkpoints in its own cluster.
     wait_for(lambda: _custom(b, "haproxycfgs", f"{ROLE_LABEL}=published"), 30, what="published")
 

@@ -93,6 +93,12 @@ def hub_page(user: Any) -> str:
     return response.content.decode()
 
 
+def both_declare_themselves(a: ApiServer, b: ApiServer, ns: str) -> None:
+    """A healed partition: each hub declares itself; B's lastUpdated is the fresher."""
+    publish(a, ns, "hub-a", a.url, OLDER)
+    publish(b, ns, "hub-b", b.url, FRESHER)
+
+
 def active_line(html: str) -> str:
     start = html.index('<p id="active-hub"')
     return html[start : html.index("</p>", start)]
@@ -109,8 +115,7 @@ def test_fresher_self_declaration_is_shown_active_and_both_endpoints_listed(
 ) -> None:
     a, b = servers
     # Both declare themselves (a healed partition): the fresher lastUpdated, B's, wins.
-    publish(a, ns, "hub-a", a.url, OLDER)
-    publish(b, ns, "hub-b", b.url, FRESHER)
+    both_declare_themselves(a, b, ns)
     settings.HAPTIC_HUB_KUBECONFIGS = [str(a.kubeconfig), str(b.kubeconfig)]
 
     html = hub_page(viewer)
@@ -191,8 +196,7 @@ def test_a_hanging_server_costs_one_bounded_read(
     servers: tuple[ApiServer, ApiServer], ns: str, settings: Any, viewer: Any
 ) -> None:
     a, b = servers
-    publish(a, ns, "hub-a", a.url, OLDER)
-    publish(b, ns, "hub-b", b.url, FRESHER)
+    both_declare_themselves(a, b, ns)
     b.add_fault(path_regex=f"/namespaces/{ns}/", blackhole=True)
     settings.HAPTIC_HUB_KUBECONFIGS = [str(a.kubeconfig), str(b.kubeconfig)]
 
@@ -210,8 +214,7 @@ def test_resolution_is_cached_between_reloads(
     servers: tuple[ApiServer, ApiServer], ns: str, settings: Any, viewer: Any
 ) -> None:
     a, b = servers
-    publish(a, ns, "hub-a", a.url, OLDER)
-    publish(b, ns, "hub-b", b.url, FRESHER)
+    both_declare_themselves(a, b, ns)
     settings.HAPTIC_HUB_KUBECONFIGS = [str(a.kubeconfig), str(b.kubeconfig)]
     assert b.url in active_line(hub_page(viewer))
 
