@@ -29,14 +29,14 @@ DEFAULT_MAX_OPERATIONS = 50_000
 MAX_FIELD_LEN = 1024
 
 # One path component: conservative on purpose, map paths end up inside runtime API commands.
-_COMPONENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@+=-]*$")
+_COMPONENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@+=-]*\Z")
 # Names that end up in runtime API commands: no whitespace, no separators of that protocol.
-_NAME = re.compile(r"^[A-Za-z0-9_.:@+=/-]+$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_NAME = re.compile(r"^[A-Za-z0-9_.:@+=/-]+\Z")
+_HEX64 = re.compile(r"^[0-9a-f]{64}\Z")
 # Map keys and values: printable ASCII (keys without spaces, as in a map file). The runtime
 # API client escapes spaces, `;` and backslashes.
-_MAP_KEY = re.compile(r"^[\x21-\x7e]+$")
-_MAP_VALUE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$")
+_MAP_KEY = re.compile(r"^[\x21-\x7e]+\Z")
+_MAP_VALUE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?\Z")
 
 
 class ManifestError(ValueError):

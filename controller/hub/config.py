@@ -22,7 +22,7 @@ DEFAULT_LEADER_LEASE = "haptic-leader"
 DEFAULT_TEMPLATE = "haptic"
 DEFAULT_NAMESPACE = "haptic"
 # A Kubernetes label value: it becomes haproxy-haptic.org/mirrored-from on every copy.
-_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z")
 DEFAULT_CA_BUNDLE_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 # A requirement is (key, operator, values); operators as in metav1.LabelSelectorRequirement.
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
-_KEY_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_KEY_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
 
 
 class SelectorError(ValueError):
@@ -109,7 +109,7 @@ def _check_key(key: str) -> str:
     return key
 
 
-_SET_RE = re.compile(r"^(\S+)\s+(in|notin)\s*\((.*)\)$")
+_SET_RE = re.compile(r"^(\S+)\s+(in|notin)\s*\((.*)\)\Z")
 
 
 def parse(text: str) -> tuple[Requirement, ...]:

@@ -8,7 +8,7 @@ from typing import Any
 # (kind, name) -> decoded key/value data; kind is "secret" or "configmap".
 RefData = dict[tuple[str, str], dict[str, str]]
 
-_SUBSCRIPT = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
+_SUBSCRIPT = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]\Z")
 
 
 class EnvError(ValueError):

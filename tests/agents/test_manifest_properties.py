@@ -8,7 +8,7 @@ import copy
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agents.manifest import (
@@ -65,6 +65,7 @@ def test_absolute_paths_are_refused(kind_path):
 
 
 @given(st.text(min_size=1, max_size=40))
+@example("0\n")  # found by CI: "$" also matched before a trailing newline
 @settings(deadline=None)
 def test_any_text_is_either_a_clean_relative_path_or_refused(text):
     try:
