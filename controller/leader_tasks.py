@@ -121,36 +121,3 @@ def send_leader_task(
     return app.send_task(
         name, args=[body, *args], kwargs=kwargs, queue=queue or leader_queue_name()
     )
-
-
-# -- tasks -------------------------------------------------------------------------------
-
-
-@leader_task("controller.leader.whoami")
-def whoami(fence: Fence) -> dict[str, Any]:
-    """Which replica and term ran this (used to see who consumes the leader queue)."""
-    return {
-        "status": "done",
-        "holder": fence.token.holder,
-        "epoch": fence.token.epoch,
-        "pid": os.getpid(),
-    }
-
-
-@leader_task("controller.leader.record_marker")
-def record_marker(fence: Fence, configmap: str, key: str, value: str) -> dict[str, Any]:
-    """Write `key=value` into a ConfigMap of the controller namespace, fenced by the term:
-    an example of the side-effect pattern every leader task follows."""
-    core = client.CoreV1Api(fence.api_client)
-    namespace = fence.token.namespace
-    fence.check()  # proof right before the write
-    body = {
-        "data": {key: value},
-        "metadata": {
-            "annotations": {
-                "haproxy-haptic.org/written-by": f"{fence.token.holder}@{fence.token.epoch}"
-            }
-        },
-    }
-    core.patch_namespaced_config_map(configmap, namespace, body, _request_timeout=5.0)
-    return {"status": "done", "holder": fence.token.holder, "epoch": fence.token.epoch}

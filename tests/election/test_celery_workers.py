@@ -155,7 +155,7 @@ def test_only_the_leader_consumes_and_a_handover_moves_consumption(
 
     # Leader tasks without a token run under the term of whoever consumes them.
     results = [
-        send_leader_task(celery_app, "controller.leader.whoami", None, queue=workers.leader_queue)
+        send_leader_task(celery_app, "tests.leader.whoami", None, queue=workers.leader_queue)
         for _ in range(4)
     ]
     answers = [r.get(timeout=60) for r in results]
@@ -179,7 +179,7 @@ def test_only_the_leader_consumes_and_a_handover_moves_consumption(
     old_token = FencingToken(first, epoch, lease_name, NAMESPACE)
     done = send_leader_task(
         celery_app,
-        "controller.leader.record_marker",
+        "tests.leader.record_marker",
         old_token,
         configmap,
         "k",
@@ -202,9 +202,9 @@ def test_only_the_leader_consumes_and_a_handover_moves_consumption(
     assert procs[first].wait(30) == 0
 
     answers = [
-        send_leader_task(
-            celery_app, "controller.leader.whoami", None, queue=workers.leader_queue
-        ).get(timeout=60)
+        send_leader_task(celery_app, "tests.leader.whoami", None, queue=workers.leader_queue).get(
+            timeout=60
+        )
         for _ in range(3)
     ]
     assert {(a["holder"], a["pid"], a["epoch"]) for a in answers} == {
@@ -215,7 +215,7 @@ def test_only_the_leader_consumes_and_a_handover_moves_consumption(
     # A task carrying the ended term's token changes nothing.
     stale = send_leader_task(
         celery_app,
-        "controller.leader.record_marker",
+        "tests.leader.record_marker",
         old_token.to_dict(),
         configmap,
         "k",
@@ -253,7 +253,7 @@ def test_sigkill_of_the_leader_worker_moves_consumption_within_lease_plus_retry(
     assert handover <= 2.0 + 0.3 * 1.2 + 1.5, f"SIGKILL hand-over took {handover:.2f}s"
     assert second[1] == epoch + 1
     answer = send_leader_task(
-        celery_app, "controller.leader.whoami", None, queue=workers.leader_queue
+        celery_app, "tests.leader.whoami", None, queue=workers.leader_queue
     ).get(timeout=60)
     assert (answer["holder"], answer["pid"]) == (follower, procs[follower].pid)
     assert leader_queue_consumers(celery_app, workers) == {follower}
@@ -279,7 +279,7 @@ def test_a_worker_cut_off_from_the_api_stops_consuming_and_resumes_in_a_new_term
     wait_for(lambda: (h := holder(api_server, lease_name)) and h[1] > epoch and h, timeout=30)
     wait_for(lambda: leader_queue_consumers(celery_app, workers) == {"worker-e"}, timeout=30)
     answer = send_leader_task(
-        celery_app, "controller.leader.whoami", None, queue=workers.leader_queue
+        celery_app, "tests.leader.whoami", None, queue=workers.leader_queue
     ).get(timeout=60)
     assert answer["holder"] == "worker-e" and answer["epoch"] > epoch
 
@@ -290,7 +290,7 @@ def test_a_worker_cut_off_from_the_api_stops_consuming_and_resumes_in_a_new_term
     old = FencingToken("worker-e", epoch, lease_name, NAMESPACE)
     stale = send_leader_task(
         celery_app,
-        "controller.leader.record_marker",
+        "tests.leader.record_marker",
         old,
         configmap,
         "k",
