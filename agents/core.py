@@ -430,8 +430,6 @@ class Agent:
             previous = self.state.applied.plan_id if self.state.applied else None
             self.journal.begin(root, m.plan_id, previous, write + remove, durable)
             commit(staged, root, remove)
-            if os.environ.get("HAPTIC_AGENT_CRASH_AFTER_COMMIT") == m.plan_id:
-                os._exit(70)  # fault injection for the crash-recovery test: die mid-apply
         finally:
             if staging is not None:
                 shutil.rmtree(staging, ignore_errors=True)

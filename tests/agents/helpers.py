@@ -183,8 +183,12 @@ class AgentProcess:
         extra_args: list[str] | None = None,
         fsync: bool = False,
         env: dict[str, str] | None = None,
+        entry: list[str] | None = None,
     ) -> None:
         self.env = env or {}
+        # The module (and its leading arguments) that runs the agent: `agents`, or a test
+        # wrapper around it that injects a fault (tests/agents/crashing_agent.py).
+        self.entry = entry or ["agents"]
         self.data_dir = data_dir
         self.ip = free_ip()
         self.port = free_port(self.ip)
@@ -205,7 +209,7 @@ class AgentProcess:
             [
                 sys.executable,
                 "-m",
-                "agents",
+                *self.entry,
                 "serve",
                 "--listen",
                 f"{self.ip}:{self.port}",

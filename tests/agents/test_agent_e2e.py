@@ -527,7 +527,7 @@ def test_an_agent_killed_mid_apply_reports_the_interruption_not_the_half_plan(tm
     agent = AgentProcess(
         data,
         extra_args=["--min-reload-interval", "0"],
-        env={"HAPTIC_AGENT_CRASH_AFTER_COMMIT": "p2"},
+        entry=["tests.agents.crashing_agent", "p2"],
     ).start()
     site = first_apply(agent, backends)
     site.hosts["new.example"] = "be_b"
