@@ -25,7 +25,10 @@ pod disagreement
     test_selection.py::test_recovery_properties
 guard against applying to configured pods
     test_selection.py::test_configured_pods_must_agree_and_only_bootstrap_pods_are_targets
-    here: test_recovery_apply_to_a_configured_pod_is_fenced_by_the_agent
+    here: test_a_pod_configured_after_the_last_check_refuses_the_recovery_apply
+    here: test_a_good_render_after_the_evaluation_stops_the_recovery_apply
+    here: test_recovery_never_records_its_intent_over_a_newer_one
+    here: test_a_conditional_record_only_restamps_the_intent_it_names
     here: test_fleet_changes_before_dispatch_stop_recovery
 takeover during an intent update
     test_intent.py::test_a_deposed_term_never_applies_after_its_successor_and_never_loses_an_intent
@@ -69,12 +72,12 @@ superseding with the copy
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 
-from agents.client import AgentConflict
 from controller.deploy.deployer import Deployer, HAProxyPod
-from controller.deploy.diff import Apply, decide_pod, manifest
+from controller.leader import LeaderPipeline
 from controller.publish.checkpoints import CheckpointPublisher, pointers_from_status
 from controller.publish.ordinary import OrdinaryPublisher
 from controller.recovery import dispatch, evaluate
@@ -86,7 +89,7 @@ from controller.retained.receipts import PodReceipt
 from controller.retained.selection import evaluate_recovery
 from controller.retained.store import IntentRefused, RetainedStateStore
 from tests.agents.helpers import Site, manifest_for, wait_for
-from tests.retained.test_drain import NS, Harness, read_checkpoint
+from tests.retained.test_drain import NS, Harness, RecordingDeployer, read_checkpoint
 
 A = IntentTerm("replica-a", 1)
 B = IntentTerm("replica-b", 2)
@@ -343,22 +346,115 @@ def test_fleet_changes_before_dispatch_stop_recovery(harness: Harness) -> None:
     assert (after.applied_plan_id, after.apply_count) == ("foreign-plan", foreign.apply_count)
 
 
-def test_recovery_apply_to_a_configured_pod_is_fenced_by_the_agent(harness: Harness) -> None:
-    """The residual race: a pod read as bootstrap is configured before the apply lands. The
-    recovery manifest expects no previous plan, so the agent refuses it and writes nothing."""
-    (agent,) = harness.add_agents(1)
+def _recovering_term(harness: Harness) -> tuple[LeaderPipeline, RecordingDeployer, list]:
+    """Term A deploys and checkpoints to haproxy-0, then stops; term B sees haproxy-1 as a
+    bootstrap pod and evaluates recovery of it (through the production deployer)."""
+    configured, spare = harness.add_agents(2)
+    _deployed_and_checkpointed(harness, [configured])
+    harness.pipelines[-1].stop(drain=False)
+    harness.set_leader(B.holder, B.epoch)
+    harness.pods = [harness.pod_for(configured, 0), harness.pod_for(spare, 1)]
+    deployer = RecordingDeployer(harness.pool())
+    recovering = harness.pipeline(B.holder, B.epoch, deployer=deployer)
+    recovering.store.claim(B)
+    return recovering, deployer, [configured, spare]
+
+
+def _after_the_last_check(pipeline: LeaderPipeline, action: Callable[[], object]) -> None:
+    """Run `action` once, right after the next fleet read (dispatch's own re-evaluation):
+    the window between the last check and the apply."""
+    read = pipeline.deployer.read_states
+    reads: list[int] = []
+
+    def read_then_act(pods, verify):  # type: ignore[no-untyped-def]
+        reports = read(pods, verify)
+        reads.append(1)
+        if len(reads) == 1:
+            action()
+        return reports
+
+    pipeline.deployer.read_states = read_then_act  # type: ignore[method-assign]
+
+
+def _applied(deployer: RecordingDeployer) -> list[tuple[str, str, str | None]]:
+    return [(plan, o.action, o.reason) for plan, outs in deployer.calls for o in outs]
+
+
+def test_a_pod_configured_after_the_last_check_refuses_the_recovery_apply(
+    harness: Harness,
+) -> None:
+    """The residual race, through the real dispatch path: a pod read as bootstrap is
+    configured by another writer after the last check. The recovery apply carries the
+    bootstrap expectation itself, so the agent refuses it (409) and writes nothing; the
+    re-check after the conflict then stops recovery."""
+    recovering, deployer, (_, spare) = _recovering_term(harness)
+    result = evaluate(recovering)
+    assert result.verdict.eligible and result.verdict.targets == ("haproxy-1",)
     site = Site(8080, {"be_x": ("127.0.0.1", 1)}, {"x.example": "be_x"})
-    agent.client.apply(manifest_for(site, "configured-plan", epoch=1))
-    before = agent.client.state()
-    output = _output(3)
-    decision = decide_pod(None, None, None, output, {})  # what a bootstrap read decides
-    assert isinstance(decision, Apply) and decision.expected_previous_plan_id is None
-    with pytest.raises(AgentConflict) as refused:
-        agent.client.apply(manifest(output, decision, B.holder, B.epoch, 1))
-    assert refused.value.reason == "unexpected_previous_plan"
-    after = agent.client.state()
-    assert after.applied_plan_id == "configured-plan"
-    assert (after.apply_count, after.worker) == (before.apply_count, before.worker)
+    _after_the_last_check(
+        recovering, lambda: spare.client.apply(manifest_for(site, "foreign-plan", epoch=1))
+    )
+    done = dispatch(recovering, result)
+    after = spare.client.state()
+    assert (after.applied_plan_id, after.apply_count) == ("foreign-plan", 1)
+    assert result.output is not None
+    assert _applied(deployer) == [(result.output.plan_id, "refused", "not_bootstrap")]
+    assert done["haproxy-1"].startswith("stopped"), done
+
+
+def test_a_good_render_after_the_evaluation_stops_the_recovery_apply(harness: Harness) -> None:
+    """A render that succeeds after recovery's last evaluation supersedes it: the recovered
+    output is never applied; the normal path deploys the render instead."""
+    recovering, deployer, agents = _recovering_term(harness)
+    harness.start_term(recovering)
+    result = evaluate(recovering)
+    assert result.verdict.eligible and result.output is not None
+    harness.hosts.append("b")  # the good render is another output
+
+    def render() -> None:
+        recovering.request_render()
+        wait_for(lambda: recovering.state.last_good, 30, "the good render")
+
+    _after_the_last_check(recovering, render)
+    done = dispatch(recovering, result)
+    assert "haproxy-1" not in done or done["haproxy-1"].startswith("stopped"), done
+    current = harness.wait_acknowledged(recovering, agents)
+    assert current.plan_id != result.output.plan_id
+    assert result.output.plan_id not in {plan for plan, _, _ in _applied(deployer)}
+
+
+def test_recovery_never_records_its_intent_over_a_newer_one(harness: Harness) -> None:
+    """An intent a concurrent good render recorded after recovery's evaluation stays: the
+    recovery record is conditional on the intent still naming the recovered output."""
+    recovering, deployer, (_, spare) = _recovering_term(harness)
+    result = evaluate(recovering)
+    assert result.verdict.eligible and result.output is not None
+    newer = _output(7)
+    _after_the_last_check(
+        recovering, lambda: recovering.store.record_intent(B, newer.plan_id, newer.checksum)
+    )
+    done = dispatch(recovering, result)
+    intent = recovering.store.read_intent()
+    assert intent is not None and intent.names(newer.plan_id, newer.checksum)
+    assert deployer.calls == [] and spare.client.state().bootstrap
+    assert done["haproxy-1"].startswith("stopped"), done
+
+
+def test_a_conditional_record_only_restamps_the_intent_it_names(harness: Harness) -> None:
+    store = _store(harness)
+    harness.set_leader(A.holder, A.epoch)
+    store.claim(A)
+    recovered, newer = _output(1), _output(2)
+    store.record_intent(A, recovered.plan_id, recovered.checksum)
+    harness.set_leader(B.holder, B.epoch)
+    store.claim(B)
+    kept = store.record_intent(B, recovered.plan_id, recovered.checksum, only_if_named=True)
+    assert (kept.plan_id, kept.holder, kept.epoch) == (recovered.plan_id, B.holder, B.epoch)
+    store.record_intent(B, newer.plan_id, newer.checksum)
+    with pytest.raises(IntentRefused, match="names another output"):
+        store.record_intent(B, recovered.plan_id, recovered.checksum, only_if_named=True)
+    intent = store.read_intent()
+    assert intent is not None and intent.names(newer.plan_id, newer.checksum)
 
 
 def test_upgraded_leader_keeps_the_deployment_intent_of_an_earlier_release(
