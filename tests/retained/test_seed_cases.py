@@ -516,3 +516,48 @@ def test_upgraded_leader_keeps_the_deployment_intent_of_an_earlier_release(
     lease = harness.leases.read_namespaced_lease(harness.lease_name, NS)
     assert INTENT_ANNOTATION not in (lease.metadata.annotations or {})
     assert any(reason == "RetainedConfigActive" for _, reason, _ in harness.events)
+
+
+# -- haptic_retained_config_active ------------------------------------------------------------
+
+
+def _gauge() -> float | None:
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value("haptic_retained_config_active")
+
+
+def _recovered_term(harness: Harness) -> tuple[LeaderPipeline, list]:
+    """Term A deploys and checkpoints to haproxy-0 and stops; term B starts with rendering
+    broken and recovers the bootstrap pod haproxy-1 from the checkpoint."""
+    configured, spare = harness.add_agents(2, ["--min-reload-interval", "0"])
+    _deployed_and_checkpointed(harness, [configured])
+    harness.pipelines[-1].stop(drain=False)
+    assert _gauge() == 0
+    harness.template_obj["spec"]["haproxyConfig"] = {"template": "{{ does not parse"}
+    harness.set_leader(B.holder, B.epoch)
+    harness.pods.append(harness.pod_for(spare, 1))
+    term = harness.pipeline(B.holder, B.epoch)
+    harness.start_term(term)
+    term.request_render()
+    wait_for(lambda: spare.readiness().status_code == 200, 60, "the replacement recovered")
+    return term, [configured, spare]
+
+
+def test_the_retained_config_gauge_is_cleared_when_a_current_render_converges(
+    harness: Harness,
+) -> None:
+    term, agents = _recovered_term(harness)
+    assert _gauge() == 1
+    del harness.template_obj["spec"]["haproxyConfig"]  # the template libraries render again
+    harness.hosts.append("b")  # the current render is another output than the checkpoint's
+    term.request_render()
+    harness.wait_acknowledged(term, agents)
+    wait_for(lambda: _gauge() == 0, 10, "the gauge cleared after convergence")
+
+
+def test_the_retained_config_gauge_is_cleared_on_leadership_loss(harness: Harness) -> None:
+    term, _ = _recovered_term(harness)
+    assert _gauge() == 1
+    term.stop(drain=False)
+    assert _gauge() == 0
