@@ -141,6 +141,11 @@ def _run(pipeline: LeaderPipeline, render_error: str) -> None:
             )
             return
         RETAINED_CONFIG_ACTIVE.set(1)
+        if pipeline.state.last_good is not None:
+            # A render succeeded during the evaluation: nothing is scheduled, and its
+            # convergence may have cleared the gauge before the line above.
+            RETAINED_CONFIG_ACTIVE.set(0)
+            return
         pipeline._notice(
             "Warning",
             "RetainedConfigActive",

@@ -72,6 +72,7 @@ superseding with the copy
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -561,3 +562,39 @@ def test_the_retained_config_gauge_is_cleared_on_leadership_loss(harness: Harnes
     assert _gauge() == 1
     term.stop(drain=False)
     assert _gauge() == 0
+
+
+def test_the_gauge_stays_clear_when_a_render_converges_during_the_recovery_evaluation(
+    harness: Harness,
+) -> None:
+    """Recovery evaluates while rendering is broken; meanwhile the template is fixed and the
+    current render converges on every pod. Recovery then schedules nothing, so the gauge,
+    already cleared by that convergence, must not be set again."""
+    configured, spare = harness.add_agents(2, ["--min-reload-interval", "0"])
+    _deployed_and_checkpointed(harness, [configured])
+    harness.pipelines[-1].stop(drain=False)
+    harness.template_obj["spec"]["haproxyConfig"] = {"template": "{{ does not parse"}
+    harness.set_leader(B.holder, B.epoch)
+    harness.pods.append(harness.pod_for(spare, 1))
+    term = harness.pipeline(B.holder, B.epoch)
+    read = term.deployer.read_states
+    fixed = threading.Event()
+
+    def converge_first(pods, verify):  # type: ignore[no-untyped-def]
+        reports = read(pods, verify)
+        if threading.current_thread().name == "recovery" and not fixed.is_set():
+            fixed.set()
+            del harness.template_obj["spec"]["haproxyConfig"]
+            harness.hosts.append("b")
+            term.request_render()
+            harness.wait_acknowledged(term, [configured, spare])
+            wait_for(lambda: _gauge() == 0, 10, "the convergence clearing the gauge")
+        return reports
+
+    term.deployer.read_states = converge_first  # type: ignore[method-assign]
+    harness.start_term(term)
+    term.request_render()
+    wait_for(fixed.is_set, 60, "recovery evaluating")
+    wait_for(lambda: not term._recovering, 60, "the recovery attempt done")
+    assert _gauge() == 0
+    assert not any(reason == "RetainedConfigActive" for _, reason, _ in harness.events)
