@@ -210,14 +210,7 @@ class Agent:
         s = self.state
         applied = s.applied
         lkg = s.last_known_good
-        bootstrap = (
-            applied is None
-            and s.running_plan_id is None
-            and s.worker_operation_plan_id is None
-            and lkg is None
-            and s.applied_token is None
-            and s.invariant_violation is None
-        )
+        bootstrap = self.is_bootstrap()
         pending = None
         if s.pending_reload is not None:
             pending = dict(s.pending_reload)
@@ -245,6 +238,19 @@ class Agent:
             "reload_count": s.reload_count,
             "draining": self.draining,
         }
+
+    def is_bootstrap(self) -> bool:
+        """ADR-0033's bootstrap pod: no applied, running, worker-operation or last-known-good
+        plan, no applied token, no invariant violation."""
+        s = self.state
+        return (
+            s.applied is None
+            and s.running_plan_id is None
+            and s.worker_operation_plan_id is None
+            and s.last_known_good is None
+            and s.applied_token is None
+            and s.invariant_violation is None
+        )
 
     def ready(self) -> tuple[bool, str]:
         """Master and worker answer (for /readyz)."""
@@ -404,6 +410,7 @@ class Agent:
             worker_alive=self.worker is not None,
             pending_reload=s.pending_reload is not None,
             violation=s.invariant_violation is not None,
+            bootstrap=self.is_bootstrap(),
         )
 
     def _apply_files(

@@ -26,6 +26,9 @@ class Current:
     worker_alive: bool
     pending_reload: bool
     violation: bool
+    # No applied, running, worker-operation or last-known-good plan, no applied token and
+    # no violation (ADR-0033's bootstrap pod; `Agent.is_bootstrap` decides it).
+    bootstrap: bool = False
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,8 @@ def fence(current: Current, manifest: Manifest) -> str | None:
             return "stale_epoch"
         if manifest.token.epoch == applied.epoch and manifest.token.sequence < applied.sequence:
             return "stale_sequence"
+    if manifest.expect_bootstrap and not current.bootstrap:
+        return "not_bootstrap"
     if manifest.expected_previous_plan_id != current.applied_plan_id:
         return "unexpected_previous_plan"
     return None

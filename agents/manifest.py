@@ -99,6 +99,9 @@ class Manifest:
     mode: str
     files: tuple[FileEntry, ...]
     runtime_operations: tuple[RuntimeOp, ...]
+    # Recovery (ADR-0033) applies only to bootstrap pods: the agent, not a read the sender
+    # made earlier, decides that the pod is still bootstrap when the apply arrives.
+    expect_bootstrap: bool = False
 
     def file_map(self) -> dict[str, FileEntry]:
         return {f.path: f for f in self.files}
@@ -239,6 +242,13 @@ def parse_manifest(
     plan_id = _str(raw, "plan_id", name=True)
     token = parse_token(raw.get("token"))
     expected = _str(raw, "expected_previous_plan_id", optional=True, name=True)
+    expect_bootstrap = raw.get("expect_bootstrap", False)
+    if not isinstance(expect_bootstrap, bool):
+        raise ManifestError("bad_manifest", "expect_bootstrap must be a boolean")
+    if expect_bootstrap and expected is not None:
+        raise ManifestError(
+            "bad_manifest", "expect_bootstrap contradicts an expected previous plan"
+        )
     raw_files = raw.get("files", [])
     raw_ops = raw.get("runtime_operations", [])
     if not isinstance(raw_files, list) or not isinstance(raw_ops, list):
@@ -304,6 +314,7 @@ def parse_manifest(
         mode=mode,
         files=tuple(files),
         runtime_operations=ops,
+        expect_bootstrap=expect_bootstrap,
     )
 
 
@@ -327,6 +338,7 @@ def build_manifest(
     expected_previous_plan_id: str | None,
     mode: str = "auto",
     runtime_operations: list[dict[str, Any]] | None = None,
+    expect_bootstrap: bool = False,
 ) -> dict[str, Any]:
     """A complete manifest dict from {path: (kind, bytes)}; computes digests and checksum."""
     return {
@@ -338,4 +350,5 @@ def build_manifest(
         "mode": mode,
         "files": [file_entry(p, k, c) for p, (k, c) in sorted(files.items())],
         "runtime_operations": runtime_operations or [],
+        "expect_bootstrap": expect_bootstrap,
     }

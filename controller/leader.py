@@ -50,8 +50,8 @@ AGENT_CHECK_INTERVAL = 5.0
 
 
 def summarize_outcomes(outcomes: Sequence[PodOutcome]) -> dict[str, str]:
-    """Pod -> what its agent did, or `failed: <why>`."""
-    return {o.pod.name: o.action if not o.error else f"failed: {o.error}" for o in outcomes}
+    """Pod -> what its agent did, `refused: <reason>: <why>` or `failed: <why>`."""
+    return {o.pod.name: o.summary for o in outcomes}
 
 
 class PlanMemory:
@@ -117,7 +117,7 @@ class LeaderPipeline:
         term_valid: Callable[[], bool],
         check_term: Callable[[], None],
         record_event: Callable[[str, str, str], None],
-        run_deployment: Callable[[RenderOutput, set[str] | None], dict[str, str]] | None = None,
+        run_deployment: Callable[..., dict[str, str]] | None = None,
         run_publication: Callable[[], None] | None = None,
         write_fence: Callable[[], bool] = lambda: True,
         on_converged: Callable[[RenderOutput], None] | None = None,
@@ -168,6 +168,9 @@ class LeaderPipeline:
         self._follow_up_at: float | None = None
         self._retry_pods_at: float | None = None
         self._last_agent_check = time.monotonic()
+        # Record and apply as one step: a recovery apply never lands between a render's
+        # intent record and its apply, nor records over it (ADR-0033).
+        self._deploy_lock = threading.Lock()
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -334,7 +337,7 @@ class LeaderPipeline:
         self._absorb_reports(output, reports)
         if any(r.reachable and r.pending_reload for r in reports):
             self._follow_up_at = time.monotonic() + RELOAD_FOLLOW_UP_DELAY
-        elif self.on_converged is not None:
+        else:
             self._maybe_converged(output)
 
     def _absorb_reports(self, output: RenderOutput, reports: Sequence[PodReport]) -> None:
@@ -358,45 +361,71 @@ class LeaderPipeline:
         return pods
 
     def deploy(
-        self, output: RenderOutput, only: set[str] | None = None, verify: bool = False
+        self,
+        output: RenderOutput,
+        only: set[str] | None = None,
+        verify: bool = False,
+        bootstrap_only: bool = False,
     ) -> list[PodOutcome]:
-        """Record the intent (once per output per term), then apply to every pod."""
+        """Record the intent (once per output per term), then apply to every pod.
+
+        `bootstrap_only` is recovery's apply: nothing once a render succeeded, an intent
+        record only while the intent still names the output, and the agent refuses a pod
+        that is no longer bootstrap."""
         self.check_term()
         if not self.write_fence():
             log.info("write fence shut: %s not deployed", output.plan_id)
             return []
-        if output.plan_id not in self.state.intents_recorded:
-            try:
-                self.store.record_intent(self.term, output.plan_id, output.checksum)
-            except IntentRefused as exc:
-                log.warning("apply of %s refused: %s", output.plan_id, exc)
+        with self._deploy_lock:
+            if bootstrap_only and self.state.last_good is not None:
+                log.info("recovery apply of %s dropped: a render succeeded", output.plan_id)
                 return []
-            self.state.intents_recorded.add(output.plan_id)
-        pods = self._targets(only)
-        self._known_pods |= {p.name for p in self._targets()}
-        outcomes = self.deployer.deploy(
-            output, pods, self.term.holder, self.term.epoch, self.plans.plans(), verify=verify
-        )
+            if bootstrap_only or output.plan_id not in self.state.intents_recorded:
+                try:
+                    self.store.record_intent(
+                        self.term, output.plan_id, output.checksum, only_if_named=bootstrap_only
+                    )
+                except IntentRefused as exc:
+                    log.warning("apply of %s refused: %s", output.plan_id, exc)
+                    return []
+                if not bootstrap_only:
+                    self.state.intents_recorded.add(output.plan_id)
+            pods = self._targets(only)
+            self._known_pods |= {p.name for p in self._targets()}
+            outcomes = self.deployer.deploy(
+                output,
+                pods,
+                self.term.holder,
+                self.term.epoch,
+                self.plans.plans(),
+                verify=verify,
+                bootstrap_only=bootstrap_only,
+            )
         self._last_deploy_at = time.monotonic()
         self._absorb(output, outcomes)
-        if self.on_converged is not None and output is self.state.last_good:
+        if output is self.state.last_good:
             self._maybe_converged(output)
         return outcomes
 
     def _maybe_converged(self, output: RenderOutput) -> None:
         """Every current HAProxy pod acknowledged `output` (or a skipped deploy confirmed
-        it): the deployed variant of status patches may be written."""
+        it): the deployed variant of status patches may be written, and a current render
+        that converged ends the use of a retained checkpoint (ADR-0033's gauge)."""
         pods = {p.name for p in self._targets()}
         acked = {n for n, c in self.state.fleet_checksums.items() if c == output.checksum}
         if pods and pods <= acked:
-            assert self.on_converged is not None
+            RETAINED_CONFIG_ACTIVE.set(0)
+            if self.on_converged is None:
+                return
             try:
                 self.on_converged(output)
             except Exception:
                 log.exception("status applier failed for %s", output.plan_id)
 
-    def _deploy_in_place(self, output: RenderOutput, only: set[str] | None) -> dict[str, str]:
-        return summarize_outcomes(self.deploy(output, only))
+    def _deploy_in_place(
+        self, output: RenderOutput, only: set[str] | None, bootstrap_only: bool = False
+    ) -> dict[str, str]:
+        return summarize_outcomes(self.deploy(output, only, bootstrap_only=bootstrap_only))
 
     def _absorb(self, output: RenderOutput, outcomes: Sequence[PodOutcome]) -> None:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -427,7 +456,7 @@ class LeaderPipeline:
             log.info("new HAProxy pods discovered: %s", sorted(new))
         if new and self.state.last_good is not None:
             results = self.run_deployment(self.state.last_good, new)
-            failed = {pod for pod, what in results.items() if what.startswith("failed")}
+            failed = {p for p, what in results.items() if what.startswith(("failed", "refused"))}
             if failed:
                 self._known_pods -= failed
                 self._retry_pods_at = time.monotonic() + PUSH_RETRY_DELAY

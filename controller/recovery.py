@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 RETRY_ATTEMPTS = 5
 RETRY_DELAY = 2.0
+RECHECKS_AFTER_CONFLICT = 2
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,11 @@ def _run(pipeline: LeaderPipeline, render_error: str) -> None:
             )
             return
         RETAINED_CONFIG_ACTIVE.set(1)
+        if pipeline.state.last_good is not None:
+            # A render succeeded during the evaluation: nothing is scheduled, and its
+            # convergence may have cleared the gauge before the line above.
+            RETAINED_CONFIG_ACTIVE.set(0)
+            return
         pipeline._notice(
             "Warning",
             "RetainedConfigActive",
@@ -152,30 +158,49 @@ def _run(pipeline: LeaderPipeline, render_error: str) -> None:
 
 def dispatch(pipeline: LeaderPipeline, result: RecoveryEvaluation) -> dict[str, str]:
     """Apply the recovered output to each bootstrap target, re-checking intent and fleet
-    agreement right before every apply; returns what happened per pod."""
+    agreement right before every apply and after a state conflict; returns what happened
+    per pod (`stopped: <why>` where a re-check ended recovery)."""
     assert result.output is not None
     done: dict[str, str] = {}
     for target in result.verdict.targets:
-        if not pipeline._alive() or pipeline.state.last_good is not None:
+        for _ in range(1 + RECHECKS_AFTER_CONFLICT):
+            what = _apply_to(pipeline, result, target)
+            if what is None:
+                return done  # the term ended
+            done[target] = what
+            if not what.startswith("refused"):
+                break  # a 409 means the pod changed since the check: check again
+        if done[target].startswith("stopped"):
             return done
-        # Re-check intent and live fleet agreement immediately before each apply.
-        again = evaluate(pipeline)
-        if (
-            not again.verdict.eligible
-            or again.output is None
-            or again.output.checksum != result.output.checksum
-            or target not in again.verdict.targets
-        ):
-            log.warning("recovery of %s stopped: %s", target, again.verdict.reason)
-            done[target] = f"stopped: {again.verdict.reason}"
-            return done
-        # Through the same fenced deployment path as every apply (the leader task in a
-        # worker); the agent's expected-previous-plan fence refuses a pod configured since.
-        pipeline.plans.remember(result.output)
-        for pod, what in pipeline.run_deployment(result.output, {target}).items():
-            log.info("recovery apply to %s: %s", pod, what)
-            done[pod] = what
     return done
+
+
+def _apply_to(pipeline: LeaderPipeline, result: RecoveryEvaluation, target: str) -> str | None:
+    """One re-checked apply to `target`; None when the term ended."""
+    assert result.output is not None
+    if not pipeline._alive():
+        return None
+    if pipeline.state.last_good is not None:
+        return "stopped: a render succeeded"
+    # Re-check intent and live fleet agreement immediately before each apply.
+    again = evaluate(pipeline)
+    if (
+        not again.verdict.eligible
+        or again.output is None
+        or again.output.checksum != result.output.checksum
+        or target not in again.verdict.targets
+    ):
+        log.warning("recovery of %s stopped: %s", target, again.verdict.reason)
+        return f"stopped: {again.verdict.reason}"
+    if pipeline.state.last_good is not None:  # it arrived during the evaluation
+        return "stopped: a render succeeded"
+    # Through the same fenced deployment path as every apply (the leader task in a
+    # worker). It carries the bootstrap expectation itself: the agent refuses (409) a pod
+    # configured since this check, and the intent is only re-stamped, never replaced.
+    pipeline.plans.remember(result.output)
+    what = pipeline.run_deployment(result.output, {target}, bootstrap_only=True).get(target)
+    log.info("recovery apply to %s: %s", target, what)
+    return what or "stopped: not applied (a render succeeded or the intent moved on)"
 
 
 def _sleep(pipeline: LeaderPipeline) -> None:

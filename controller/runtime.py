@@ -203,7 +203,9 @@ class ControllerReplica:
             term_valid=term.is_valid,
             check_term=lambda: check_term(self.api_client, term.token),
             record_event=events.record,
-            run_deployment=lambda output, only: self._deploy_via_leader_queue(term, output, only),
+            run_deployment=lambda output, only, bootstrap_only=False: self._deploy_via_leader_queue(
+                term, output, only, bootstrap_only
+            ),
             run_publication=lambda: self._via_leader_queue(term, "controller.leader.publish"),
             write_fence=self.hub.fence.is_open,
             on_converged=applier.apply,
@@ -233,10 +235,14 @@ class ControllerReplica:
         return answer
 
     def _deploy_via_leader_queue(
-        self, term: Term, output: Any, only: set[str] | None
+        self, term: Term, output: Any, only: set[str] | None, bootstrap_only: bool = False
     ) -> dict[str, str]:
         answer = self._via_leader_queue(
-            term, "controller.leader.deploy", output.plan_id, sorted(only) if only else None
+            term,
+            "controller.leader.deploy",
+            output.plan_id,
+            sorted(only) if only else None,
+            bootstrap_only,
         )
         return dict(answer.get("pods") or {})
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.client import AgentClient, AgentConflict, AgentError, AgentRejected, AgentState
-from controller.deploy.diff import Apply, Skip, decide_pod, manifest
+from controller.deploy.diff import BOOTSTRAP, Apply, Skip, decide_pod, manifest
 from controller.render import RenderOutput
 from controller.retained.fleet import PodReport
 from controller.retained.receipts import PodReceipt, acknowledgement
@@ -38,6 +38,14 @@ class PodOutcome:
     state: AgentState | None
     error: str | None = None
     reason: str | None = None  # the agent's machine-readable refusal reason
+
+    @property
+    def summary(self) -> str:
+        """What the agent did, `refused: <reason>` (a 409: nothing written) or
+        `failed: <why>`."""
+        if self.action == "refused":
+            return f"refused: {self.reason}: {self.error}"
+        return self.action if not self.error else f"failed: {self.error}"
 
     @property
     def report(self) -> PodReport | None:
@@ -102,17 +110,35 @@ class Deployer:
         epoch: int,
         known_plans: Mapping[str, Mapping[str, Any]],
         verify: bool = False,
+        bootstrap_only: bool = False,
     ) -> list[PodOutcome]:
         """Apply to every pod in parallel; `verify` re-hashes each pod's files first (drift
-        prevention), so a drifted pod reports a violation and gets a full apply."""
+        prevention), so a drifted pod reports a violation and gets a full apply.
+        `bootstrap_only` (recovery) sends the bootstrap expectation itself: the agent refuses
+        (409 not_bootstrap) a pod that is no longer bootstrap when the apply arrives."""
         sequence = next(self._sequence)
-        futures = [
-            self._executor.submit(
-                self._deploy_pod, pod, output, holder, epoch, sequence, known_plans, verify
-            )
-            for pod in pods
-        ]
+        if bootstrap_only:
+            futures = [
+                self._executor.submit(self._deploy_bootstrap, pod, output, holder, epoch, sequence)
+                for pod in pods
+            ]
+        else:
+            futures = [
+                self._executor.submit(
+                    self._deploy_pod, pod, output, holder, epoch, sequence, known_plans, verify
+                )
+                for pod in pods
+            ]
         return [f.result() for f in futures]
+
+    def _deploy_bootstrap(
+        self, pod: HAProxyPod, output: RenderOutput, holder: str, epoch: int, sequence: int
+    ) -> PodOutcome:
+        # No read decides the expectation: a read is already stale when the apply lands.
+        body = manifest(output, BOOTSTRAP, holder, epoch, sequence, expect_bootstrap=True)
+        outcome = self._send(self.pool.client(pod), pod, None, body, BOOTSTRAP.reason)
+        self._remember(pod, outcome)
+        return outcome
 
     def _deploy_pod(
         self,
@@ -140,11 +166,14 @@ class Deployer:
             except AgentError as exc:
                 return PodOutcome(pod, "failed", None, error=str(exc))
             outcome = self._apply(client, pod, state, output, holder, epoch, sequence, known_plans)
+        self._remember(pod, outcome)
+        return outcome
+
+    def _remember(self, pod: HAProxyPod, outcome: PodOutcome) -> None:
         if outcome.state is not None and outcome.action not in ("failed", "refused"):
             self._last_state[pod.uid] = outcome.state
         else:
             self._last_state.pop(pod.uid, None)
-        return outcome
 
     def _apply(
         self,
@@ -168,6 +197,16 @@ class Deployer:
             return PodOutcome(pod, "skipped", state)
         assert isinstance(decision, Apply)
         body = manifest(output, decision, holder, epoch, sequence)
+        return self._send(client, pod, state, body, decision.reason)
+
+    def _send(
+        self,
+        client: AgentClient,
+        pod: HAProxyPod,
+        state: AgentState | None,
+        body: dict[str, Any],
+        why: str,
+    ) -> PodOutcome:
         try:
             result = client.apply(body)
         except AgentConflict as exc:
@@ -176,7 +215,7 @@ class Deployer:
             return PodOutcome(pod, "failed", state, error=exc.error_text or str(exc))
         except AgentError as exc:
             return PodOutcome(pod, "failed", state, error=str(exc))
-        log.info("pod %s: %s (%s)", pod.name, result.result, decision.reason)
+        log.info("pod %s: %s (%s)", pod.name, result.result, why)
         return PodOutcome(pod, result.result, result.state)
 
     def read_states(self, pods: Sequence[HAProxyPod], verify: bool) -> list[PodReport]:

@@ -28,6 +28,9 @@ class Apply:
     reason: str
 
 
+BOOTSTRAP = Apply("auto", (), None, "bootstrap pod")
+
+
 def decide_pod(
     applied_plan_id: str | None,
     applied_checksum: str | None,
@@ -42,7 +45,7 @@ def decide_pod(
     ):
         return Skip("pod already runs this plan")
     if applied_plan_id is None:
-        return Apply("auto", (), None, "bootstrap pod")
+        return BOOTSTRAP
     old_plan = known_plans.get(applied_plan_id)
     if invariant_violation or old_plan is None:
         why = "invariant violation" if invariant_violation else "pod's current plan unknown"
@@ -59,8 +62,10 @@ def manifest(
     holder: str,
     epoch: int,
     sequence: int,
+    expect_bootstrap: bool = False,
 ) -> dict[str, Any]:
-    """The agent apply manifest (docs/contracts.md)."""
+    """The agent apply manifest (docs/contracts.md); `expect_bootstrap` makes the agent refuse
+    it unless the pod is bootstrap when it arrives (recovery, ADR-0033)."""
     return {
         "plan_id": output.plan_id,
         "checksum": output.checksum,
@@ -70,4 +75,5 @@ def manifest(
         "mode": decision.mode,
         "files": output.manifest_files(),
         "runtime_operations": list(decision.runtime_operations),
+        "expect_bootstrap": expect_bootstrap,
     }

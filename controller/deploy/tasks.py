@@ -11,7 +11,9 @@ from controller.leader_tasks import Fence, leader_task
 
 
 @leader_task("controller.leader.deploy")
-def deploy(fence: Fence, plan_id: str, only: list[str] | None = None) -> dict[str, Any]:
+def deploy(
+    fence: Fence, plan_id: str, only: list[str] | None = None, bootstrap_only: bool = False
+) -> dict[str, Any]:
     from controller.runtime import current_replica
 
     replica = current_replica()
@@ -22,7 +24,9 @@ def deploy(fence: Fence, plan_id: str, only: list[str] | None = None) -> dict[st
     if output is None:
         return {"status": "unknown_plan", "plan_id": plan_id}
     fence.check()
-    outcomes = pipeline.deploy(output, only=set(only) if only else None)
+    outcomes = pipeline.deploy(
+        output, only=set(only) if only else None, bootstrap_only=bootstrap_only
+    )
     return {"status": "done", "plan_id": plan_id, "pods": summarize_outcomes(outcomes)}
 
 

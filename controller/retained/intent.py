@@ -195,17 +195,21 @@ def decide_record(
     checksum: str,
     template_uid: str,
     leader_before: LeaderView,
+    only_if_named: bool = False,
 ) -> RetainedState | Refusal:
     """Record the intent to deploy (plan_id, checksum) before the first agent apply.
 
     Requires this term's claim on the retained-state Lease and the leader-election Lease
     naming this holder and epoch (read before the write; the caller reads it again after
-    and refuses the apply if it changed).
+    and refuses the apply if it changed). `only_if_named` (recovery) re-stamps an intent
+    that already names this output and never replaces one a newer render recorded.
     """
     if not leader_names_term(leader_before, term):
         return Refusal("leader-election Lease does not name this term before the write")
     if stored.claim != Claim(term.holder, term.epoch):
         return Refusal("retained-state Lease is claimed by another term")
+    if only_if_named and (stored.intent is None or not stored.intent.names(plan_id, checksum)):
+        return Refusal("the intent names another output: a newer record stands")
     intent = DeploymentIntent(plan_id, checksum, term.holder, term.epoch, template_uid)
     if stored.intent == intent:
         return stored

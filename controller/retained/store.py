@@ -210,13 +210,16 @@ class RetainedStateStore:
             # A renewal raced us; the next claim removes it (the copy is already adopted).
             log.info("legacy intent copy not removed (HTTP %s); retried next claim", exc.status)
 
-    def record_intent(self, term: Term, plan_id: str, checksum: str) -> DeploymentIntent:
-        """Record the deployment intent before the first apply of an output, or refuse."""
+    def record_intent(
+        self, term: Term, plan_id: str, checksum: str, only_if_named: bool = False
+    ) -> DeploymentIntent:
+        """Record the deployment intent before the first apply of an output, or refuse;
+        `only_if_named`: only while the stored intent already names this output (recovery)."""
         for _ in range(CAS_ATTEMPTS):
             leader_before, _ = self.read_leader()
             stored, lease = self.read_retained()
             decision = decide_record(
-                stored, term, plan_id, checksum, self.template.uid, leader_before
+                stored, term, plan_id, checksum, self.template.uid, leader_before, only_if_named
             )
             if isinstance(decision, Refusal):
                 raise IntentRefused(decision.reason)

@@ -240,6 +240,58 @@ def test_fencing_refuses_stale_epoch_and_wrong_previous_plan_writing_nothing(age
     assert state.applied_plan_id == "p2" and state.applied_token["epoch"] == 5
 
 
+def expecting_bootstrap(site: Site, plan_id: str, epoch: int) -> dict:
+    """A recovery apply: it carries the bootstrap expectation itself (ADR-0033)."""
+    manifest = manifest_for(site, plan_id, epoch=epoch)
+    manifest["expect_bootstrap"] = True
+    return manifest
+
+
+def test_a_bootstrap_expectation_is_refused_by_a_pod_that_is_not_bootstrap(tmp_path, backends):
+    data = tmp_path / "data"
+    agent = AgentProcess(data, extra_args=["--min-reload-interval", "0"]).start()
+    try:
+        site = first_apply(agent, backends)
+        before, before_tree = agent.client.state(), tree(agent)
+        with pytest.raises(AgentConflict) as err:
+            agent.client.apply(expecting_bootstrap(site, "p-recovered", epoch=2))
+        assert err.value.status == 409 and err.value.reason == "not_bootstrap"
+        after = agent.client.state()
+        assert (after.applied_plan_id, after.apply_count, after.worker) == (
+            "p1",
+            before.apply_count,
+            before.worker,
+        )
+        assert tree(agent) == before_tree
+    finally:
+        assert agent.stop() == 0
+    # Files changed while the agent was down: it drops the applied plan at start, so the
+    # pod has no applied plan, yet it is not bootstrap (a violation, a last-known-good).
+    hosts = data / "config" / "maps" / "hosts.map"
+    hosts.write_bytes(hosts.read_bytes() + b"evil.example be_a\n")
+    agent = AgentProcess(data, extra_args=["--min-reload-interval", "0"]).start()
+    try:
+        dropped = agent.client.state()
+        assert dropped.applied_plan_id is None and not dropped.bootstrap
+        with pytest.raises(AgentConflict) as err:
+            agent.client.apply(expecting_bootstrap(site, "p-recovered", epoch=2))
+        assert err.value.reason == "not_bootstrap"
+        assert agent.client.state().apply_count == dropped.apply_count
+    finally:
+        assert agent.stop() == 0
+
+
+def test_a_bootstrap_pod_takes_an_apply_that_expects_bootstrap(agent, backends):
+    alpha = backends[0]
+    site = Site(agent.frontend_port, {"be_a": (alpha.ip, alpha.port)}, {"a.example": "be_a"})
+    assert agent.client.state().bootstrap
+    manifest = expecting_bootstrap(site, "p-recovered", epoch=2)
+    assert agent.client.apply(manifest).result == "reload"
+    assert agent.get("a.example").text == "alpha"
+    # Its retry is answered as the apply that already succeeded, not refused.
+    assert agent.client.apply(manifest).result == "noop"
+
+
 def test_verify_detects_a_file_changed_behind_the_agents_back(agent, backends):
     first_apply(agent, backends)
     assert agent.client.state(verify=True).invariant_violation is None

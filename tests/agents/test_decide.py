@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,7 @@ from agents.haproxy_text import (
     parse_show_map,
     parse_show_proc,
 )
-from agents.manifest import MapOp, SetServer, build_manifest, parse_manifest
+from agents.manifest import ManifestError, MapOp, SetServer, build_manifest, parse_manifest
 
 CFG = b"global\n"
 DIGEST = "cd" * 32
@@ -70,6 +71,92 @@ def test_a_bootstrap_pod_accepts_only_a_null_previous_plan():
     boot = current(applied_plan_id=None, applied_checksum=None, applied_token=None, files={})
     assert fence(boot, manifest(previous=None)) is None
     assert fence(boot, manifest(previous="p1")) == "unexpected_previous_plan"
+
+
+def expecting_bootstrap(**kw):
+    raw = build_manifest(
+        plan_id=kw.get("plan", "p-recovered"),
+        files={"haproxy.cfg": ("config", CFG), "maps/h.map": ("map", b"a b\n")},
+        structure_digest=DIGEST,
+        token={"holder": "c", "epoch": kw.get("epoch", 3), "sequence": 1},
+        expected_previous_plan_id=None,
+    )
+    raw["expect_bootstrap"] = True
+    return parse_manifest(raw)
+
+
+def bootstrap_pod(**overrides) -> Current:
+    values = dict(
+        applied_plan_id=None,
+        applied_checksum=None,
+        applied_token=None,
+        files={},
+        running_structure_digest=None,
+        bootstrap=True,
+    )
+    values.update(overrides)
+    return current(**values)
+
+
+def test_a_bootstrap_expectation_is_refused_by_every_pod_that_is_not_bootstrap():
+    wanted = expecting_bootstrap()
+    assert fence(bootstrap_pod(), wanted) is None
+    assert fence(current(), wanted) == "not_bootstrap"
+    # No applied plan, yet not bootstrap: a violation dropped the plan at start and the
+    # last-known-good is kept. The previous-plan fence alone lets such a pod through.
+    dropped = bootstrap_pod(violation=True, bootstrap=False)
+    assert fence(dropped, manifest(previous=None, epoch=3)) is None
+    assert fence(dropped, wanted) == "not_bootstrap"
+    # A retry of the recovery apply that configured the pod is still a retry.
+    done = current(
+        applied_plan_id=wanted.plan_id, applied_checksum=wanted.checksum, applied_token=wanted.token
+    )
+    assert fence(done, wanted) is None
+
+
+@given(
+    st.booleans(),
+    st.sampled_from([None, "p1", "p-recovered"]),
+    st.one_of(st.none(), st.integers(0, 5)),
+    st.booleans(),
+)
+@settings(deadline=None)
+def test_a_bootstrap_expectation_only_passes_a_bootstrap_pod_or_its_own_retry(
+    bootstrap, applied, epoch, violation
+):
+    wanted = expecting_bootstrap()
+    token = None if epoch is None else manifest(epoch=epoch, sequence=1).token
+    if epoch == 3 and applied == wanted.plan_id:
+        token = wanted.token  # the very apply, retried
+    pod = current(
+        applied_plan_id=applied,
+        applied_checksum=wanted.checksum if applied == wanted.plan_id else None,
+        applied_token=token,
+        violation=violation,
+        bootstrap=bootstrap,
+    )
+    verdict = fence(pod, wanted)
+    retry = token == wanted.token and applied == wanted.plan_id
+    if verdict is None:
+        assert bootstrap or retry
+    if bootstrap and applied is None and token is None:
+        assert verdict is None  # a real bootstrap pod is never refused
+
+
+def test_a_bootstrap_expectation_must_be_a_boolean_without_a_previous_plan():
+    raw = build_manifest(
+        plan_id="p",
+        files={"haproxy.cfg": ("config", CFG)},
+        structure_digest=DIGEST,
+        token={"holder": "c", "epoch": 1, "sequence": 1},
+        expected_previous_plan_id="p0",
+    )
+    assert parse_manifest(raw).expect_bootstrap is False
+    for value in ("yes", 1):
+        with pytest.raises(ManifestError, match="expect_bootstrap"):
+            parse_manifest({**raw, "expected_previous_plan_id": None, "expect_bootstrap": value})
+    with pytest.raises(ManifestError, match="expect_bootstrap"):
+        parse_manifest({**raw, "expect_bootstrap": True})
 
 
 @given(st.integers(0, 50), st.integers(0, 50), st.integers(0, 50), st.integers(0, 50))

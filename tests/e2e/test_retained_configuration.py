@@ -56,6 +56,63 @@ def break_rendering(system: System) -> None:
     )
 
 
+def fix_rendering(system: System) -> None:
+    """Back to the template libraries (a merge patch with null removes the broken template)."""
+    system.custom().patch_namespaced_custom_object(
+        "haproxy-haptic.org",
+        "v1alpha1",
+        stack.NAMESPACE,
+        "haproxytemplateconfigs",
+        "haptic",
+        {"spec": {"haproxyConfig": None}},
+    )
+
+
+def render_error(system: System, controller: str) -> str:
+    components = system.health(controller).json()["components"]
+    return components["reconciliation-coordinator"].get("error") or ""
+
+
+def retained_gauge(system: System, controller: str) -> float:
+    for line in system.health(controller, "/metrics").text.splitlines():
+        if line.startswith("haptic_retained_config_active "):
+            return float(line.split()[1])
+    raise AssertionError(f"{controller} exports no haptic_retained_config_active")
+
+
+def publication(system: System) -> dict:
+    """What publication wrote: the ordinary HAProxyCfg (any write changes its
+    resourceVersion), its pointers, and every checkpoint HAProxyCfg."""
+    cfgs = system.custom().list_namespaced_custom_object(
+        "haproxy-haptic.org", "v1alpha1", stack.NAMESPACE, "haproxycfgs"
+    )["items"]
+    ordinary = system.published() or {}
+    return {
+        "ordinary": ordinary.get("metadata", {}).get("resourceVersion"),
+        "pointers": [(p["name"], p["checksum"]) for p in pointers(system)],
+        "checkpoints": {
+            c["metadata"]["name"]: c["metadata"]["resourceVersion"]
+            for c in cfgs
+            if c["metadata"]["name"] != "haptic"
+        },
+    }
+
+
+def per_pod(system: System) -> dict[str, tuple]:
+    """Each pod's applied checksum, running plan, pending reload and verified evidence."""
+    out = {}
+    for pod in system.haproxy_pods(ready_only=False):
+        state = system.agent_state(pod, verify=True)
+        check = state.verification or {}
+        out[pod.metadata.name] = (
+            state.applied_checksum,
+            state.running_plan_id,
+            state.pending_reload,
+            bool(check.get("files_ok")) and bool(check.get("worker_ok")),
+        )
+    return out
+
+
 def fleet_evidence(system: System) -> dict[str, tuple]:
     out = {}
     for pod in system.haproxy_pods(ready_only=False):
@@ -68,13 +125,18 @@ def fleet_evidence(system: System) -> dict[str, tuple]:
     return out
 
 
-def template_events(system: System, reason: str) -> list:
+def template_events(system: System, reason: str, by: set[str] | None = None) -> list:
+    """Events with `reason` on the HAProxyTemplateConfig (reported by `by` only), oldest
+    first."""
     events = system.core().list_namespaced_event(stack.NAMESPACE).items
-    return [
+    found = [
         e
         for e in events
-        if e.reason == reason and e.involved_object.kind == "HAProxyTemplateConfig"
+        if e.reason == reason
+        and e.involved_object.kind == "HAProxyTemplateConfig"
+        and (by is None or e.reporting_instance in by)
     ]
+    return sorted(found, key=lambda e: e.first_timestamp)
 
 
 @pytest.fixture
@@ -100,8 +162,9 @@ def _leader_and_standby(system: System) -> tuple[str, str]:
 
 def _recover_after_losing_the_leader(system: System, sig: int) -> None:
     before = fleet_evidence(system)
-    break_rendering(system)
     leader, standby = _leader_and_standby(system)
+    assert retained_gauge(system, leader) == 0
+    break_rendering(system)
     wait_for(
         lambda: (
             "does not parse" in json.dumps(system.health(leader).json())
@@ -138,25 +201,30 @@ def _recover_after_losing_the_leader(system: System, sig: int) -> None:
     # The render error stays on /healthz; recovery does not clear it.
     health = system.health(standby).json()
     assert health["components"]["reconciliation-coordinator"].get("error")
-    metrics = system.health(standby, "/metrics").text
-    assert "haptic_retained_config_active 1.0" in metrics
+    assert retained_gauge(system, standby) == 1
 
 
 def test_retained_configuration_recovery(system: System) -> None:
     _recover_after_losing_the_leader(system, signal.SIGTERM)
     # Then the whole control plane goes: two fresh controllers, and the proxy named in the
     # checkpoint's historical receipt is replaced.
-    receipt_pod = None
     pointer = checkpoint_for_intent(system)
     assert pointer is not None
+    promised = intent(system)
     checkpoint = system.custom().get_namespaced_custom_object(
         "haproxy-haptic.org", "v1alpha1", stack.NAMESPACE, "haproxycfgs", pointer["name"]
     )
     receipt_pod = checkpoint["spec"]["retainedPlan"]["workerReceipt"]["podName"]
-    for name in list(system.controllers):
-        system.controllers.pop(name).stop(grace=30)
-    system.start_controller("controller-7")
-    system.start_controller("controller-8")
+    stop_controllers(system)
+    published = publication(system)
+    fresh = {"controller-7", "controller-8"}
+    for name in sorted(fresh):
+        system.start_controller(name)
+    leader = wait_for(lambda: system.leader() in fresh and system.leader(), 60, what="a leader")
+    wait_for(lambda: render_error(system, leader), 60, what="the new leader's render error")
+    # Every pod is configured and agrees: nothing to recover, the gauge stays 0.
+    assert all(retained_gauge(system, name) == 0 for name in fresh)
+    kept = {n: e for n, e in fleet_evidence(system).items() if n != receipt_pod}
     system.core().delete_namespaced_pod(receipt_pod, stack.NAMESPACE)
     wait_for(
         lambda: receipt_pod not in {p.metadata.name for p in system.haproxy_pods(ready_only=False)},
@@ -165,11 +233,73 @@ def test_retained_configuration_recovery(system: System) -> None:
     )
     wait_for(lambda: len(system.haproxy_pods(ready_only=True)) == 3, 120, what="repaired")
     assert system.serves("x.example", "echo-")
+    _check_the_repair(system, leader, fresh, promised, kept, published)
     # The receipt survived its pod's removal.
     checkpoint = system.custom().get_namespaced_custom_object(
         "haproxy-haptic.org", "v1alpha1", stack.NAMESPACE, "haproxycfgs", pointer["name"]
     )
     assert checkpoint["spec"]["retainedPlan"]["workerReceipt"]["podName"] == receipt_pod
+    _check_the_render_converges(system, leader, fresh, promised)
+
+
+def _check_the_repair(
+    system: System, leader: str, fresh: set[str], promised: dict, kept: dict, published: dict
+) -> None:
+    """After the full restart: every pod (the replacement included) runs the promised output
+    with verified worker evidence; the pods that were there got nothing; one deduplicated
+    RetainedConfigActive names the checksum and the render error; the gauge is 1 on the
+    leader only; and nothing was published while rendering is blocked."""
+    pods = per_pod(system)
+    assert len(pods) == 3 and set(kept) < set(pods)
+    assert all(
+        evidence == (promised["checksum"], promised["planID"], None, True)
+        for evidence in pods.values()
+    ), pods
+    after = fleet_evidence(system)
+    assert {n: after[n] for n in kept} == kept
+    active = template_events(system, "RetainedConfigActive", by=fresh)
+    assert len(active) == 1, [e.message for e in active]
+    assert active[0].reporting_instance == leader
+    assert promised["checksum"] in active[0].message
+    assert render_error(system, leader)[:40] in active[0].message
+    # Nothing contradicts a scheduled recovery once it is active (a pod whose agent did not
+    # answer yet may have made an earlier attempt unavailable).
+    unavailable = template_events(system, "RetainedConfigUnavailable", by=fresh)
+    assert all(e.first_timestamp <= active[0].first_timestamp for e in unavailable), [
+        e.message for e in unavailable
+    ]
+    assert len({e.message for e in unavailable}) == len(unavailable)  # deduplicated
+    assert {name: retained_gauge(system, name) for name in fresh} == {
+        name: (1.0 if name == leader else 0.0) for name in fresh
+    }
+    assert render_error(system, leader)  # recovery never clears the render error
+    assert published["ordinary"] and published["checkpoints"] and published["pointers"]
+    assert publication(system) == published
+
+
+def _check_the_render_converges(
+    system: System, leader: str, fresh: set[str], promised: dict
+) -> None:
+    """Rendering recovers: the current render converges on every pod, the gauge drops to 0,
+    the intent and the newest pointer name that render, and the promised checkpoint stays."""
+    fix_rendering(system)
+    wait_for(lambda: not render_error(system, leader), 60, what="the render error cleared")
+    wait_for(lambda: retained_gauge(system, leader) == 0, 60, what="the gauge back to 0")
+    current = intent(system)
+    assert current["epoch"] >= promised["epoch"]
+    pods = per_pod(system)
+    assert all(
+        evidence == (current["checksum"], current["planID"], None, True)
+        for evidence in pods.values()
+    ), pods
+    head = wait_for(
+        lambda: pointers(system) and pointers(system)[0]["checksum"] == current["checksum"],
+        60,
+        what="the newest pointer names the current render",
+    )
+    assert head
+    assert promised["checksum"] in {p["checksum"] for p in pointers(system)}
+    assert all(retained_gauge(system, name) == 0 for name in fresh)
 
 
 def test_retained_configuration_sudden_failover(system: System) -> None:

@@ -25,7 +25,10 @@ pod disagreement
     test_selection.py::test_recovery_properties
 guard against applying to configured pods
     test_selection.py::test_configured_pods_must_agree_and_only_bootstrap_pods_are_targets
-    here: test_recovery_apply_to_a_configured_pod_is_fenced_by_the_agent
+    here: test_a_pod_configured_after_the_last_check_refuses_the_recovery_apply
+    here: test_a_good_render_after_the_evaluation_stops_the_recovery_apply
+    here: test_recovery_never_records_its_intent_over_a_newer_one
+    here: test_a_conditional_record_only_restamps_the_intent_it_names
     here: test_fleet_changes_before_dispatch_stop_recovery
 takeover during an intent update
     test_intent.py::test_a_deposed_term_never_applies_after_its_successor_and_never_loses_an_intent
@@ -69,12 +72,13 @@ superseding with the copy
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
 
 import pytest
 
-from agents.client import AgentConflict
 from controller.deploy.deployer import Deployer, HAProxyPod
-from controller.deploy.diff import Apply, decide_pod, manifest
+from controller.leader import LeaderPipeline
 from controller.publish.checkpoints import CheckpointPublisher, pointers_from_status
 from controller.publish.ordinary import OrdinaryPublisher
 from controller.recovery import dispatch, evaluate
@@ -86,7 +90,7 @@ from controller.retained.receipts import PodReceipt
 from controller.retained.selection import evaluate_recovery
 from controller.retained.store import IntentRefused, RetainedStateStore
 from tests.agents.helpers import Site, manifest_for, wait_for
-from tests.retained.test_drain import NS, Harness, read_checkpoint
+from tests.retained.test_drain import NS, Harness, RecordingDeployer, read_checkpoint
 
 A = IntentTerm("replica-a", 1)
 B = IntentTerm("replica-b", 2)
@@ -343,22 +347,115 @@ def test_fleet_changes_before_dispatch_stop_recovery(harness: Harness) -> None:
     assert (after.applied_plan_id, after.apply_count) == ("foreign-plan", foreign.apply_count)
 
 
-def test_recovery_apply_to_a_configured_pod_is_fenced_by_the_agent(harness: Harness) -> None:
-    """The residual race: a pod read as bootstrap is configured before the apply lands. The
-    recovery manifest expects no previous plan, so the agent refuses it and writes nothing."""
-    (agent,) = harness.add_agents(1)
+def _recovering_term(harness: Harness) -> tuple[LeaderPipeline, RecordingDeployer, list]:
+    """Term A deploys and checkpoints to haproxy-0, then stops; term B sees haproxy-1 as a
+    bootstrap pod and evaluates recovery of it (through the production deployer)."""
+    configured, spare = harness.add_agents(2)
+    _deployed_and_checkpointed(harness, [configured])
+    harness.pipelines[-1].stop(drain=False)
+    harness.set_leader(B.holder, B.epoch)
+    harness.pods = [harness.pod_for(configured, 0), harness.pod_for(spare, 1)]
+    deployer = RecordingDeployer(harness.pool())
+    recovering = harness.pipeline(B.holder, B.epoch, deployer=deployer)
+    recovering.store.claim(B)
+    return recovering, deployer, [configured, spare]
+
+
+def _after_the_last_check(pipeline: LeaderPipeline, action: Callable[[], object]) -> None:
+    """Run `action` once, right after the next fleet read (dispatch's own re-evaluation):
+    the window between the last check and the apply."""
+    read = pipeline.deployer.read_states
+    reads: list[int] = []
+
+    def read_then_act(pods, verify):  # type: ignore[no-untyped-def]
+        reports = read(pods, verify)
+        reads.append(1)
+        if len(reads) == 1:
+            action()
+        return reports
+
+    pipeline.deployer.read_states = read_then_act  # type: ignore[method-assign]
+
+
+def _applied(deployer: RecordingDeployer) -> list[tuple[str, str, str | None]]:
+    return [(plan, o.action, o.reason) for plan, outs in deployer.calls for o in outs]
+
+
+def test_a_pod_configured_after_the_last_check_refuses_the_recovery_apply(
+    harness: Harness,
+) -> None:
+    """The residual race, through the real dispatch path: a pod read as bootstrap is
+    configured by another writer after the last check. The recovery apply carries the
+    bootstrap expectation itself, so the agent refuses it (409) and writes nothing; the
+    re-check after the conflict then stops recovery."""
+    recovering, deployer, (_, spare) = _recovering_term(harness)
+    result = evaluate(recovering)
+    assert result.verdict.eligible and result.verdict.targets == ("haproxy-1",)
     site = Site(8080, {"be_x": ("127.0.0.1", 1)}, {"x.example": "be_x"})
-    agent.client.apply(manifest_for(site, "configured-plan", epoch=1))
-    before = agent.client.state()
-    output = _output(3)
-    decision = decide_pod(None, None, None, output, {})  # what a bootstrap read decides
-    assert isinstance(decision, Apply) and decision.expected_previous_plan_id is None
-    with pytest.raises(AgentConflict) as refused:
-        agent.client.apply(manifest(output, decision, B.holder, B.epoch, 1))
-    assert refused.value.reason == "unexpected_previous_plan"
-    after = agent.client.state()
-    assert after.applied_plan_id == "configured-plan"
-    assert (after.apply_count, after.worker) == (before.apply_count, before.worker)
+    _after_the_last_check(
+        recovering, lambda: spare.client.apply(manifest_for(site, "foreign-plan", epoch=1))
+    )
+    done = dispatch(recovering, result)
+    after = spare.client.state()
+    assert (after.applied_plan_id, after.apply_count) == ("foreign-plan", 1)
+    assert result.output is not None
+    assert _applied(deployer) == [(result.output.plan_id, "refused", "not_bootstrap")]
+    assert done["haproxy-1"].startswith("stopped"), done
+
+
+def test_a_good_render_after_the_evaluation_stops_the_recovery_apply(harness: Harness) -> None:
+    """A render that succeeds after recovery's last evaluation supersedes it: the recovered
+    output is never applied; the normal path deploys the render instead."""
+    recovering, deployer, agents = _recovering_term(harness)
+    harness.start_term(recovering)
+    result = evaluate(recovering)
+    assert result.verdict.eligible and result.output is not None
+    harness.hosts.append("b")  # the good render is another output
+
+    def render() -> None:
+        recovering.request_render()
+        wait_for(lambda: recovering.state.last_good, 30, "the good render")
+
+    _after_the_last_check(recovering, render)
+    done = dispatch(recovering, result)
+    assert "haproxy-1" not in done or done["haproxy-1"].startswith("stopped"), done
+    current = harness.wait_acknowledged(recovering, agents)
+    assert current.plan_id != result.output.plan_id
+    assert result.output.plan_id not in {plan for plan, _, _ in _applied(deployer)}
+
+
+def test_recovery_never_records_its_intent_over_a_newer_one(harness: Harness) -> None:
+    """An intent a concurrent good render recorded after recovery's evaluation stays: the
+    recovery record is conditional on the intent still naming the recovered output."""
+    recovering, deployer, (_, spare) = _recovering_term(harness)
+    result = evaluate(recovering)
+    assert result.verdict.eligible and result.output is not None
+    newer = _output(7)
+    _after_the_last_check(
+        recovering, lambda: recovering.store.record_intent(B, newer.plan_id, newer.checksum)
+    )
+    done = dispatch(recovering, result)
+    intent = recovering.store.read_intent()
+    assert intent is not None and intent.names(newer.plan_id, newer.checksum)
+    assert deployer.calls == [] and spare.client.state().bootstrap
+    assert done["haproxy-1"].startswith("stopped"), done
+
+
+def test_a_conditional_record_only_restamps_the_intent_it_names(harness: Harness) -> None:
+    store = _store(harness)
+    harness.set_leader(A.holder, A.epoch)
+    store.claim(A)
+    recovered, newer = _output(1), _output(2)
+    store.record_intent(A, recovered.plan_id, recovered.checksum)
+    harness.set_leader(B.holder, B.epoch)
+    store.claim(B)
+    kept = store.record_intent(B, recovered.plan_id, recovered.checksum, only_if_named=True)
+    assert (kept.plan_id, kept.holder, kept.epoch) == (recovered.plan_id, B.holder, B.epoch)
+    store.record_intent(B, newer.plan_id, newer.checksum)
+    with pytest.raises(IntentRefused, match="names another output"):
+        store.record_intent(B, recovered.plan_id, recovered.checksum, only_if_named=True)
+    intent = store.read_intent()
+    assert intent is not None and intent.names(newer.plan_id, newer.checksum)
 
 
 def test_upgraded_leader_keeps_the_deployment_intent_of_an_earlier_release(
@@ -420,3 +517,84 @@ def test_upgraded_leader_keeps_the_deployment_intent_of_an_earlier_release(
     lease = harness.leases.read_namespaced_lease(harness.lease_name, NS)
     assert INTENT_ANNOTATION not in (lease.metadata.annotations or {})
     assert any(reason == "RetainedConfigActive" for _, reason, _ in harness.events)
+
+
+# -- haptic_retained_config_active ------------------------------------------------------------
+
+
+def _gauge() -> float | None:
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value("haptic_retained_config_active")
+
+
+def _recovered_term(harness: Harness) -> tuple[LeaderPipeline, list]:
+    """Term A deploys and checkpoints to haproxy-0 and stops; term B starts with rendering
+    broken and recovers the bootstrap pod haproxy-1 from the checkpoint."""
+    configured, spare = harness.add_agents(2, ["--min-reload-interval", "0"])
+    _deployed_and_checkpointed(harness, [configured])
+    harness.pipelines[-1].stop(drain=False)
+    assert _gauge() == 0
+    harness.template_obj["spec"]["haproxyConfig"] = {"template": "{{ does not parse"}
+    harness.set_leader(B.holder, B.epoch)
+    harness.pods.append(harness.pod_for(spare, 1))
+    term = harness.pipeline(B.holder, B.epoch)
+    harness.start_term(term)
+    term.request_render()
+    wait_for(lambda: spare.readiness().status_code == 200, 60, "the replacement recovered")
+    return term, [configured, spare]
+
+
+def test_the_retained_config_gauge_is_cleared_when_a_current_render_converges(
+    harness: Harness,
+) -> None:
+    term, agents = _recovered_term(harness)
+    assert _gauge() == 1
+    del harness.template_obj["spec"]["haproxyConfig"]  # the template libraries render again
+    harness.hosts.append("b")  # the current render is another output than the checkpoint's
+    term.request_render()
+    harness.wait_acknowledged(term, agents)
+    wait_for(lambda: _gauge() == 0, 10, "the gauge cleared after convergence")
+
+
+def test_the_retained_config_gauge_is_cleared_on_leadership_loss(harness: Harness) -> None:
+    term, _ = _recovered_term(harness)
+    assert _gauge() == 1
+    term.stop(drain=False)
+    assert _gauge() == 0
+
+
+def test_the_gauge_stays_clear_when_a_render_converges_during_the_recovery_evaluation(
+    harness: Harness,
+) -> None:
+    """Recovery evaluates while rendering is broken; meanwhile the template is fixed and the
+    current render converges on every pod. Recovery then schedules nothing, so the gauge,
+    already cleared by that convergence, must not be set again."""
+    configured, spare = harness.add_agents(2, ["--min-reload-interval", "0"])
+    _deployed_and_checkpointed(harness, [configured])
+    harness.pipelines[-1].stop(drain=False)
+    harness.template_obj["spec"]["haproxyConfig"] = {"template": "{{ does not parse"}
+    harness.set_leader(B.holder, B.epoch)
+    harness.pods.append(harness.pod_for(spare, 1))
+    term = harness.pipeline(B.holder, B.epoch)
+    read = term.deployer.read_states
+    fixed = threading.Event()
+
+    def converge_first(pods, verify):  # type: ignore[no-untyped-def]
+        reports = read(pods, verify)
+        if threading.current_thread().name == "recovery" and not fixed.is_set():
+            fixed.set()
+            del harness.template_obj["spec"]["haproxyConfig"]
+            harness.hosts.append("b")
+            term.request_render()
+            harness.wait_acknowledged(term, [configured, spare])
+            wait_for(lambda: _gauge() == 0, 10, "the convergence clearing the gauge")
+        return reports
+
+    term.deployer.read_states = converge_first  # type: ignore[method-assign]
+    harness.start_term(term)
+    term.request_render()
+    wait_for(fixed.is_set, 60, "recovery evaluating")
+    wait_for(lambda: not term._recovering, 60, "the recovery attempt done")
+    assert _gauge() == 0
+    assert not any(reason == "RetainedConfigActive" for _, reason, _ in harness.events)
