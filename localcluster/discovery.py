@@ -62,22 +62,12 @@ def resource_list(registry: Registry, group: str, version: str) -> dict[str, Any
     for rt in registry.all():
         if rt.group != group or rt.version != version:
             continue
-        verbs = [
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch",
-        ]
         entry: dict[str, Any] = {
             "name": rt.plural,
             "singularName": rt.singular,
             "namespaced": rt.namespaced,
             "kind": rt.kind,
-            "verbs": verbs,
+            "verbs": list(rt.verbs),
         }
         if rt.short_names:
             entry["shortNames"] = list(rt.short_names)
@@ -89,6 +79,18 @@ def resource_list(registry: Registry, group: str, version: str) -> dict[str, Any
                     "singularName": "",
                     "namespaced": rt.namespaced,
                     "kind": rt.kind,
+                    "verbs": ["get", "patch", "update"],
+                }
+            )
+        if rt.scale_subresource:
+            resources.append(
+                {
+                    "name": f"{rt.plural}/scale",
+                    "singularName": "",
+                    "namespaced": rt.namespaced,
+                    "group": "autoscaling",
+                    "version": "v1",
+                    "kind": "Scale",
                     "verbs": ["get", "patch", "update"],
                 }
             )

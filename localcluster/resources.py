@@ -29,6 +29,11 @@ _META: ListKeys = {"metadata.ownerReferences": ("uid",)}
 SET_LISTS = {"metadata.finalizers"}
 
 
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+# Deployments and ReplicaSets scale through spec.replicas; status.selector is the string form.
+_REPLICAS_SCALE = (".spec.replicas", ".status.replicas", ".status.selector")
+
+
 def _prefixed(prefix: str, keys: ListKeys) -> ListKeys:
     return {f"{prefix}.{k}": v for k, v in keys.items() if v}
 
@@ -53,6 +58,18 @@ class ResourceType:
     custom: bool = False
     # additionalPrinterColumns of a CRD version, for `kubectl get` tables.
     printer_columns: tuple[dict[str, Any], ...] = ()
+    # The scale subresource: (specReplicasPath, statusReplicasPath, labelSelectorPath).
+    scale: tuple[str, str, str] | None = None
+    # Verbs served; a create-only kind (a review) is answered, never stored.
+    verbs: tuple[str, ...] = ALL_VERBS
+
+    @property
+    def scale_subresource(self) -> bool:
+        return self.scale is not None
+
+    @property
+    def stored(self) -> bool:
+        return "get" in self.verbs
 
     @property
     def key(self) -> str:
@@ -169,6 +186,28 @@ BUILTIN: list[ResourceType] = [
         status_subresource=True,
         generation=True,
         list_keys={**_META, **_prefixed("spec.template.spec", _POD_SPEC), **_conditions()},
+        scale=_REPLICAS_SCALE,
+    ),
+    ResourceType(
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        singular="replicaset",
+        short_names=("rs",),
+        status_subresource=True,
+        generation=True,
+        list_keys={**_META, **_prefixed("spec.template.spec", _POD_SPEC), **_conditions()},
+        scale=_REPLICAS_SCALE,
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        namespaced=False,
+        singular="selfsubjectaccessreview",
+        verbs=("create",),
     ),
     ResourceType(
         "apiextensions.k8s.io",
@@ -224,6 +263,8 @@ def resource_types_from_crd(crd: dict[str, Any]) -> list[ResourceType]:
             continue
         schema = (version.get("schema") or {}).get("openAPIV3Schema")
         maps, sets = list_keys_from_schema(schema)
+        subresources = version.get("subresources") or {}
+        scale = subresources.get("scale")
         out.append(
             ResourceType(
                 group=spec.get("group", ""),
@@ -233,7 +274,14 @@ def resource_types_from_crd(crd: dict[str, Any]) -> list[ResourceType]:
                 namespaced=spec.get("scope", "Namespaced") == "Namespaced",
                 singular=names.get("singular", ""),
                 short_names=tuple(names.get("shortNames") or ()),
-                status_subresource="status" in (version.get("subresources") or {}),
+                status_subresource="status" in subresources,
+                scale=(
+                    scale.get("specReplicasPath", ""),
+                    scale.get("statusReplicasPath", ""),
+                    scale.get("labelSelectorPath", ""),
+                )
+                if isinstance(scale, dict)
+                else None,
                 generation=True,
                 list_keys=maps,
                 set_lists=sets,
