@@ -169,6 +169,33 @@ def test_scale_deployment(kubectl: Kubectl, ns: str) -> None:
     )
 
 
+def test_scale_custom_resource_that_declares_it(kubectl: Kubectl, ns: str) -> None:
+    from .test_openapi import CRD
+
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.org"},
+        **json.loads(json.dumps(CRD)),
+    }
+    kubectl.run("apply", "-f", "-", stdin=json.dumps(crd))
+    widget = {"apiVersion": "example.org/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    widget["spec"] = {"size": 1}
+    _wait(
+        lambda: (
+            kubectl.run(
+                "apply", "-n", ns, "-f", "-", stdin=json.dumps(widget), check=False
+            ).returncode
+            == 0
+        ),
+        "the Widget kind served",
+    )
+    out = kubectl.run("scale", "-n", ns, "widget/w", "--replicas=4")
+    assert "widget.example.org/w scaled" in out.stdout
+    got = kubectl.run("get", "-n", ns, "widget/w", "-o", "jsonpath={.spec.size}")
+    assert got.stdout == "4"
+
+
 def _revisions(kubectl: Kubectl, ns: str, name: str) -> list[str]:
     out = kubectl.run("rollout", "history", "-n", ns, f"deployment/{name}").stdout
     return [line.split()[0] for line in out.splitlines()[2:] if line.strip()]
