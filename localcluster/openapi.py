@@ -484,6 +484,10 @@ def _to_v2(node: Any, names: bool = False) -> Any:
             out[key] = _to_v2(value, key in _NAMED)
     if out.get("x-kubernetes-int-or-string"):
         out.pop("type", None)
+    refs = out.get("allOf") or []
+    if len(refs) == 1 and set(refs[0]) == {"$ref"}:
+        # v2 readers (kubectl's validator) follow a sibling $ref but not a one-item allOf.
+        out["$ref"] = out.pop("allOf")[0]["$ref"]
     return out
 
 

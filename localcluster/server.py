@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from localcluster import discovery, openapi, podlogs, scale, tables
+from localcluster import discovery, openapi, podlogs, protov2, scale, tables
 from localcluster.errors import ApiError, gone, success_status
 from localcluster.faults import FaultRule, FaultSet
 from localcluster.patches import json_patch, merge_patch, strategic_merge
@@ -33,6 +33,8 @@ from localcluster.store import CRD_KEY, DeleteOptions, Event, Store
 log = logging.getLogger("localcluster.apiserver")
 
 JSON = "application/json"
+PROTO_V2 = "application/com.github.proto-openapi.spec.v2"  # + "@v1.0+protobuf" as asked
+PROTO_V2_RESPONSE = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 PATCH_TYPES = {
     "application/json-patch+json": "json",
     "application/merge-patch+json": "merge",
@@ -109,6 +111,7 @@ class ApiServer:
         self._admin_runner: web.AppRunner | None = None
         self._server: asyncio.AbstractServer | None = None
         self._stopping = asyncio.Event()
+        self._v2_cache: tuple[str, bytes] = ("", b"")
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -498,12 +501,14 @@ class ApiServer:
     # --- OpenAPI, reviews, scale --------------------------------------------------------------
 
     def _openapi(self, request: web.Request, rest: list[str]) -> web.Response:
-        """/openapi/v2 (JSON only: a client asking for protobuf alone gets 406) and
-        /openapi/v3[/api/v1 | /apis/G/V]."""
+        """/openapi/v2 (protobuf, as kubectl asks for it, or JSON) and
+        /openapi/v3[/api/v1 | /apis/G/V] (JSON)."""
         accept = request.headers.get("Accept", "")
+        registry = self.store.registry
+        if rest == ["v2"] and PROTO_V2 in accept:
+            return web.Response(body=self._v2_protobuf(), content_type=PROTO_V2_RESPONSE)
         if accept and not any(t in accept for t in ("json", "*/*")):
             raise ApiError(406, f"only application/json is served, not {accept}", "NotAcceptable")
-        registry = self.store.registry
         if rest == ["v2"]:
             return _json_response(openapi.v2_document(registry))
         if rest == ["v3"]:
@@ -518,6 +523,14 @@ class ApiServer:
             doc, _ = openapi.document(registry, group, version)
             return _json_response(doc)
         raise ApiError(404, "the server could not find the requested resource", "NotFound")
+
+    def _v2_protobuf(self) -> bytes:
+        """Encoded once per state of the served kinds (the v3 index's hashes say which)."""
+        registry = self.store.registry
+        key = json.dumps(openapi.v3_index(registry), sort_keys=True)
+        if self._v2_cache[0] != key:
+            self._v2_cache = (key, protov2.encode_document(openapi.v2_document(registry)))
+        return self._v2_cache[1]
 
     async def _review(
         self, request: web.Request, rt: ResourceType, name: str | None

@@ -138,6 +138,23 @@ def test_apply_validates_against_openapi(kubectl: Kubectl, ns: str) -> None:
     assert 'unknown field "spec.podSelectr"' in bad.stderr
 
 
+def test_apply_list_validates_on_the_client_with_openapi_v2(kubectl: Kubectl, ns: str) -> None:
+    """A `kind: List` file is validated by kubectl itself, against /openapi/v2 in protobuf."""
+    items = [_deployment("listed"), _TEMPLATE_CONFIG]
+    listing = {"apiVersion": "v1", "kind": "List", "items": items}
+    out = kubectl.run("apply", "-n", ns, "-f", "-", stdin=json.dumps(listing))
+    assert "deployment.apps/listed created" in out.stdout
+    items[0]["spec"]["replicas"] = "three"
+    bad = kubectl.run("apply", "-n", ns, "-f", "-", stdin=json.dumps(listing), check=False)
+    assert bad.returncode != 0
+    assert (
+        'invalid type for io.k8s.api.apps.v1.DeploymentSpec.replicas: got "string", '
+        'expected "integer"' in bad.stderr
+    )
+    explained = kubectl.run("explain", "deployment.spec.paused", "--output=plaintext-openapiv2")
+    assert "Indicates that the deployment is paused." in explained.stdout
+
+
 def test_apply_server_side(kubectl: Kubectl, ns: str) -> None:
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"a": "1"}}
     out = kubectl.run("apply", "--server-side", "-n", ns, "-f", "-", stdin=json.dumps(cm))

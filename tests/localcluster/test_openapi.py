@@ -111,8 +111,9 @@ def test_crd_documents_follow_the_crd_and_the_index_hash_changes_with_it() -> No
     assert widget["properties"]["spec"]["properties"]["size"] == {"type": "integer"}
     assert "/apis/example.org/v1/namespaces/{namespace}/widgets/{name}/scale" in doc["paths"]
     v2 = openapi.v2_document(registry)
+    # v2 readers follow a $ref beside a description, not a one-item allOf.
     assert v2["definitions"]["org.example.v1.Widget"]["properties"]["metadata"] == {
-        "allOf": [{"$ref": f"#/definitions/{openapi.META}.ObjectMeta"}],
+        "$ref": f"#/definitions/{openapi.META}.ObjectMeta",
         "description": "Standard object's metadata.",
     }
     # A field named like a keyword ("not" of JSONSchemaProps) survives the v2 conversion.
@@ -252,3 +253,13 @@ def test_event_and_ingress_columns() -> None:
     }
     row = tables.to_table(registry.get("networking.k8s.io", "v1", "ingresses"), [ingress], {})
     assert row["rows"][0]["cells"][:5] == ["i", "haproxy", "a,*", "10.0.0.1", "80, 443"]
+
+
+def test_protobuf_encoding_of_a_schema() -> None:
+    from localcluster import protov2
+
+    # Schema.type (22) is a TypeItem whose repeated string value (1) holds "string".
+    assert protov2.encode_schema({"type": "string"}) == b"\xb2\x01\x08\x0a\x06string"
+    # $ref (1), then a vendor extension (31) as NamedAny{name, Any{yaml}}.
+    encoded = protov2.encode_schema({"$ref": "#/d/X", "x-a": 1})
+    assert encoded == b"\x0a\x05#/d/X" + b"\xfa\x01\x0a\x0a\x03x-a\x12\x03\x12\x011"
