@@ -71,6 +71,8 @@ def resource_list(registry: Registry, group: str, version: str) -> dict[str, Any
         }
         if rt.short_names:
             entry["shortNames"] = list(rt.short_names)
+        if rt.categories:
+            entry["categories"] = list(rt.categories)
         resources.append(entry)
         if rt.status_subresource:
             resources.append(

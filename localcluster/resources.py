@@ -62,6 +62,8 @@ class ResourceType:
     scale: tuple[str, str, str] | None = None
     # Verbs served; a create-only kind (a review) is answered, never stored.
     verbs: tuple[str, ...] = ALL_VERBS
+    # Discovery categories (`kubectl get all` lists the kinds in "all").
+    categories: tuple[str, ...] = ()
 
     @property
     def scale_subresource(self) -> bool:
@@ -119,6 +121,7 @@ BUILTIN: list[ResourceType] = [
             **_conditions(),
             "status.podIPs": ("ip",),
         },
+        categories=("all",),
     ),
     ResourceType(
         "",
@@ -140,6 +143,7 @@ BUILTIN: list[ResourceType] = [
         short_names=("svc",),
         status_subresource=True,
         list_keys={**_META, "spec.ports": ("port", "protocol"), **_conditions()},
+        categories=("all",),
     ),
     ResourceType("", "v1", "secrets", "Secret", singular="secret", list_keys=dict(_META)),
     ResourceType(
@@ -187,6 +191,7 @@ BUILTIN: list[ResourceType] = [
         generation=True,
         list_keys={**_META, **_prefixed("spec.template.spec", _POD_SPEC), **_conditions()},
         scale=_REPLICAS_SCALE,
+        categories=("all",),
     ),
     ResourceType(
         "apps",
@@ -199,6 +204,7 @@ BUILTIN: list[ResourceType] = [
         generation=True,
         list_keys={**_META, **_prefixed("spec.template.spec", _POD_SPEC), **_conditions()},
         scale=_REPLICAS_SCALE,
+        categories=("all",),
     ),
     ResourceType(
         "authorization.k8s.io",
@@ -274,6 +280,7 @@ def resource_types_from_crd(crd: dict[str, Any]) -> list[ResourceType]:
                 namespaced=spec.get("scope", "Namespaced") == "Namespaced",
                 singular=names.get("singular", ""),
                 short_names=tuple(names.get("shortNames") or ()),
+                categories=tuple(names.get("categories") or ()),
                 status_subresource="status" in subresources,
                 scale=(
                     scale.get("specReplicasPath", ""),

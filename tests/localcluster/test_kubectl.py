@@ -244,6 +244,17 @@ def test_rollout_history_and_undo(kubectl: Kubectl, ns: str) -> None:
     )
 
 
+def test_get_all_lists_the_workload_kinds(kubectl: Kubectl, ns: str) -> None:
+    kubectl.run("apply", "-n", ns, "-f", "-", stdin=json.dumps(_deployment("every")))
+    _wait(
+        lambda: "replicaset.apps/every-" in kubectl.run("get", "all", "-n", ns).stdout,
+        "the ReplicaSet listed",
+    )
+    out = kubectl.run("get", "all", "-n", ns).stdout
+    assert "deployment.apps/every" in out
+    assert "pod/every-" in out
+
+
 def test_get_nodes(kubectl: Kubectl) -> None:
     def ready() -> str:
         out = kubectl.run("get", "nodes").stdout
