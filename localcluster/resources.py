@@ -94,6 +94,26 @@ def _conditions() -> ListKeys:
     return {"status.conditions": ("type",)}
 
 
+def _reviews() -> list[ResourceType]:
+    """Create-only kinds that are answered, never stored (see scale.review)."""
+    return [
+        ResourceType(
+            group,
+            "v1",
+            f"{kind.lower()}s",
+            kind,
+            namespaced=False,
+            singular=kind.lower(),
+            verbs=("create",),
+        )
+        for group, kind in (
+            ("authorization.k8s.io", "SelfSubjectAccessReview"),
+            ("authorization.k8s.io", "SelfSubjectRulesReview"),
+            ("authentication.k8s.io", "SelfSubjectReview"),
+        )
+    ]
+
+
 BUILTIN: list[ResourceType] = [
     ResourceType(
         "",
@@ -206,15 +226,7 @@ BUILTIN: list[ResourceType] = [
         scale=_REPLICAS_SCALE,
         categories=("all",),
     ),
-    ResourceType(
-        "authorization.k8s.io",
-        "v1",
-        "selfsubjectaccessreviews",
-        "SelfSubjectAccessReview",
-        namespaced=False,
-        singular="selfsubjectaccessreview",
-        verbs=("create",),
-    ),
+    *_reviews(),
     ResourceType(
         "apiextensions.k8s.io",
         "v1",

@@ -1,5 +1,6 @@
 """The `scale` subresource (autoscaling/v1 Scale) of Deployments, ReplicaSets and custom
-resources that declare one, and the answer to a SelfSubjectAccessReview. Pure functions."""
+resources that declare one, and the answers to the self reviews kubectl sends (`auth can-i`,
+`auth can-i --list`, `auth whoami`). Pure functions."""
 
 from __future__ import annotations
 
@@ -88,14 +89,26 @@ def replicas_patch(rt: ResourceType, scale: Any) -> dict[str, Any]:
     return patch
 
 
-def access_review(body: Any) -> dict[str, Any]:
-    """Every request is allowed here (no RBAC), so every review says so, as a real server
-    answers an admin."""
-    spec = (body or {}).get("spec") if isinstance(body, dict) else None
-    return {
-        "kind": "SelfSubjectAccessReview",
-        "apiVersion": "authorization.k8s.io/v1",
-        "metadata": {},
-        "spec": spec or {},
-        "status": {"allowed": True, "reason": "localcluster authorizes every request"},
-    }
+# Who every request is, here: the kubeconfig's token is not checked, so everyone is admin.
+ADMIN = {"username": "localcluster-admin", "groups": ["system:masters", "system:authenticated"]}
+
+
+def review(rt: ResourceType, body: Any) -> dict[str, Any]:
+    """The answer to a SelfSubjectAccessReview (allowed), SelfSubjectRulesReview (every verb
+    on everything) or SelfSubjectReview (the admin user): there is no RBAC, so a real
+    server would answer the same to a cluster admin."""
+    spec = (body.get("spec") if isinstance(body, dict) else None) or {}
+    if rt.kind == "SelfSubjectAccessReview":
+        status: dict[str, Any] = {"allowed": True, "reason": "localcluster allows every request"}
+    elif rt.kind == "SelfSubjectRulesReview":
+        status = {
+            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+            "incomplete": False,
+        }
+    else:
+        status = {"userInfo": dict(ADMIN)}
+    out = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {}, "status": status}
+    if rt.kind != "SelfSubjectReview":
+        out["spec"] = spec
+    return out

@@ -537,7 +537,7 @@ class ApiServer:
     ) -> web.Response:
         if request.method != "POST" or name is not None:
             raise ApiError(405, f"method {request.method} not allowed", "MethodNotAllowed")
-        return _json_response(scale.access_review(await request.json()), 201)
+        return _json_response(scale.review(rt, await request.json()), 201)
 
     async def _scale(
         self, request: web.Request, rt: ResourceType, ns: str, name: str

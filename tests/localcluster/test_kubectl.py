@@ -269,6 +269,11 @@ def test_get_nodes(kubectl: Kubectl) -> None:
 def test_auth_can_i(kubectl: Kubectl) -> None:
     assert kubectl.run("auth", "can-i", "create", "pods").stdout.strip() == "yes"
     assert kubectl.run("auth", "can-i", "delete", "deployments", "-A").stdout.strip() == "yes"
+    rules = kubectl.run("auth", "can-i", "--list").stdout.splitlines()
+    assert rules[0].split() == ["Resources", "Non-Resource", "URLs", "Resource", "Names", "Verbs"]
+    assert rules[1].split() == ["*.*", "[]", "[]", "[*]"]
+    whoami = kubectl.run("auth", "whoami").stdout
+    assert "localcluster-admin" in whoami and "system:masters" in whoami
 
 
 def test_get_events_and_ingresses_show_columns(kubectl: Kubectl, ns: str) -> None:
