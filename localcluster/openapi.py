@@ -203,6 +203,8 @@ def _builtin(rt: ResourceType) -> tuple[str, str, dict[str, Schema]]:
     package that defines it (PodSpec is core's, reached from Pod before Deployment); callers
     must not change what it returns."""
     if not _BUILTIN_ROOTS:
+        # Core types that no served core kind reaches but apps' kinds embed.
+        _BUILDER.name_of(models.V1PodTemplateSpec, package(""))
         for kind in BUILTIN:
             cls = model_class(kind)
             if cls is not None:

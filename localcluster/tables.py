@@ -212,6 +212,9 @@ _BUILTIN_COLUMNS: dict[str, list[tuple[str, str, int, Cell]]] = {
         _AGE,
     ],
     "Lease": [("Holder", "string", 0, _get("spec", "holderIdentity")), _AGE],
+    "CustomResourceDefinition": [
+        ("Created At", "date", 0, _get("metadata", "creationTimestamp")),
+    ],
     "Namespace": [("Status", "string", 0, _get("status", "phase", default="Active")), _AGE],
     "EndpointSlice": [
         ("AddressType", "string", 0, _get("addressType")),
