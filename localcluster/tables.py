@@ -97,6 +97,16 @@ def _ingress_ports(ing: dict[str, Any]) -> str:
     return "80, 443" if (ing.get("spec") or {}).get("tls") else "80"
 
 
+def _class_parameters(ic: dict[str, Any]) -> str:
+    params = (ic.get("spec") or {}).get("parameters")
+    if not params:
+        return "<none>"
+    kind = params.get("kind", "")
+    if params.get("apiGroup"):
+        kind += "." + params["apiGroup"]
+    return f"{kind}/{params.get('name', '')}"
+
+
 def _event_object(ev: dict[str, Any]) -> str:
     ref = ev.get("involvedObject") or ev.get("regarding") or {}
     return f"{(ref.get('kind') or '').lower()}/{ref.get('name', '')}"
@@ -203,6 +213,11 @@ _BUILTIN_COLUMNS: dict[str, list[tuple[str, str, int, Cell]]] = {
         ("Hosts", "string", 0, _ingress_hosts),
         ("Address", "string", 0, _ingress_address),
         ("Ports", "string", 0, _ingress_ports),
+        _AGE,
+    ],
+    "IngressClass": [
+        ("Controller", "string", 0, _get("spec", "controller")),
+        ("Parameters", "string", 0, _class_parameters),
         _AGE,
     ],
     "ConfigMap": [("Data", "integer", 0, lambda o: len(o.get("data") or {})), _AGE],

@@ -263,3 +263,25 @@ def test_protobuf_encoding_of_a_schema() -> None:
     # $ref (1), then a vendor extension (31) as NamedAny{name, Any{yaml}}.
     encoded = protov2.encode_schema({"$ref": "#/d/X", "x-a": 1})
     assert encoded == b"\x0a\x05#/d/X" + b"\xfa\x01\x0a\x0a\x03x-a\x12\x03\x12\x011"
+
+
+def test_ingress_class_columns_are_ready_for_the_kind() -> None:
+    from localcluster.resources import ResourceType
+
+    rt = ResourceType("networking.k8s.io", "v1", "ingressclasses", "IngressClass", namespaced=False)
+    ic = {
+        "metadata": {"name": "haproxy"},
+        "spec": {
+            "controller": "haproxy-haptic.org/controller",
+            "parameters": {"apiGroup": "haproxy-haptic.org", "kind": "Params", "name": "p"},
+        },
+    }
+    table = tables.to_table(rt, [ic], {})
+    assert [c["name"] for c in table["columnDefinitions"]] == [
+        "Name", "Controller", "Parameters", "Age",
+    ]  # fmt: skip
+    assert table["rows"][0]["cells"][:3] == [
+        "haproxy", "haproxy-haptic.org/controller", "Params.haproxy-haptic.org/p",
+    ]  # fmt: skip
+    _, _, defs = openapi.kind_schemas(rt)  # the client's V1IngressClass
+    assert "io.k8s.api.networking.v1.IngressClassSpec" in defs
