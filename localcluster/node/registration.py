@@ -73,20 +73,24 @@ def node_status(ready: bool, now: str) -> dict[str, Any]:
 
 
 def report(api: client.ApiClient, name: str, ready: bool, now: str) -> None:
-    """Create the Node if missing, then write its status; errors are logged, not raised (a
-    node without its Node object still runs pods)."""
+    """At start (ready): create the Node if missing, then write its status. At stop: only the
+    status, with a short timeout, so a stop never waits on an unreachable server. Errors are
+    logged, not raised (a node without its Node object still runs pods)."""
     core = client.CoreV1Api(api)
+    timeout = 10 if ready else 2
     try:
-        try:
-            raw(core.create_node, node_body(name))
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
+        if ready:
+            try:
+                raw(core.create_node, node_body(name), _request_timeout=timeout)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
         raw(
             core.patch_node_status,
             name,
             {"status": node_status(ready, now)},
             _content_type=MERGE_PATCH,
+            _request_timeout=timeout,
         )
     except Exception as exc:
         log.warning("could not report Node %s: %s", name, exc)
