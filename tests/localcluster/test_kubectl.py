@@ -317,15 +317,3 @@ def test_get_events_and_ingresses_show_columns(kubectl: Kubectl, ns: str) -> Non
     assert lines[0].split() == ["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"]
     # ADDRESS is empty until a controller writes status.loadBalancer.
     assert lines[1].split()[:4] == ["ing", "<none>", "a.example", "80"]
-
-
-def test_node_reports_not_ready_when_it_stops(tmp_path: Path) -> None:
-    with ApiServer.start(tmp_path / "cluster") as api:
-        node = NodeAgent(api_url=api.url, state_dir=tmp_path / "node", kubeconfig=api.kubeconfig)
-        node.start()
-        core = client.CoreV1Api(api.api_client())
-        ready = core.read_node(DEFAULT_NODE_NAME).status.conditions[0]
-        assert (ready.type, ready.status) == ("Ready", "True")
-        node.stop(timeout=10)
-        ready = core.read_node(DEFAULT_NODE_NAME).status.conditions[0]
-        assert (ready.type, ready.status, ready.reason) == ("Ready", "False", "KubeletStopped")
