@@ -407,30 +407,39 @@ class ApiServer:
             if rt.kind != "Pod" or request.method != "GET":
                 raise ApiError(404, "the server could not find the requested resource")
             return await self._pod_log(request, ns or "", name or "")
+        if name is None:
+            return await self._collection_request(request, rt, ns)
+        return await self._item_request(request, rt, ns or "", name, sub)
+
+    async def _collection_request(
+        self, request: web.Request, rt: ResourceType, ns: str | None
+    ) -> web.StreamResponse:
         q = request.query
         method = request.method
-        if name is None:
-            if method == "GET":
-                if _truthy(q.get("watch")):
-                    return await self._watch(request, rt, ns)
-                return self._list(rt, ns, q, request.headers.get("Accept", ""))
-            if method == "POST":
-                await self._wait_unfrozen(rt)
-                body = await request.json()
-                warnings = _check_fields(rt, q, body)
-                obj = self.store.create(
-                    rt, ns or "", body, _manager(request), dry_run="dryRun" in q
-                )
-                return _warn(_json_response(obj, 201), warnings)
-            if method == "DELETE":
-                await self._wait_unfrozen(rt)
-                opts = DeleteOptions.parse(await _optional_json(request), dict(q))
-                labels = parse_label_selector(q.get("labelSelector"))
-                fields = parse_field_selector(q.get("fieldSelector"), rt.kind)
-                items = self.store.delete_collection(rt, ns, labels, fields, opts)
-                return _json_response(self._list_body(rt, items, self.store.rv, None, None))
-            raise ApiError(405, f"method {method} not allowed", "MethodNotAllowed")
-        ns = ns or ""
+        if method == "GET":
+            if _truthy(q.get("watch")):
+                return await self._watch(request, rt, ns)
+            return self._list(rt, ns, q, request.headers.get("Accept", ""))
+        if method == "POST":
+            await self._wait_unfrozen(rt)
+            body = await request.json()
+            warnings = _check_fields(rt, q, body)
+            obj = self.store.create(rt, ns or "", body, _manager(request), dry_run="dryRun" in q)
+            return _warn(_json_response(obj, 201), warnings)
+        if method == "DELETE":
+            await self._wait_unfrozen(rt)
+            opts = DeleteOptions.parse(await _optional_json(request), dict(q))
+            labels = parse_label_selector(q.get("labelSelector"))
+            fields = parse_field_selector(q.get("fieldSelector"), rt.kind)
+            items = self.store.delete_collection(rt, ns, labels, fields, opts)
+            return _json_response(self._list_body(rt, items, self.store.rv, None, None))
+        raise ApiError(405, f"method {method} not allowed", "MethodNotAllowed")
+
+    async def _item_request(
+        self, request: web.Request, rt: ResourceType, ns: str, name: str, sub: str
+    ) -> web.StreamResponse:
+        q = request.query
+        method = request.method
         if sub == "binding":
             if method != "POST":
                 raise ApiError(405, "method not allowed", "MethodNotAllowed")
@@ -450,8 +459,15 @@ class ApiServer:
         await self._wait_unfrozen(rt)
         if sub == "scale":
             return await self._scale(request, rt, ns, name)
+        return await self._write_item(request, rt, ns, name, "status" if sub == "status" else "")
+
+    async def _write_item(
+        self, request: web.Request, rt: ResourceType, ns: str, name: str, subresource: str
+    ) -> web.Response:
+        """PUT, PATCH and DELETE of one object (or its status)."""
+        q = request.query
+        method = request.method
         dry_run = "dryRun" in q
-        subresource = "status" if sub == "status" else ""
         if method == "PUT":
             body = await request.json()
             warnings = _check_fields(rt, q, body)
