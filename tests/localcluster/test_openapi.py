@@ -285,3 +285,38 @@ def test_ingress_class_columns_are_ready_for_the_kind() -> None:
     ]  # fmt: skip
     _, _, defs = openapi.kind_schemas(rt)  # the client's V1IngressClass
     assert "io.k8s.api.networking.v1.IngressClassSpec" in defs
+
+
+def test_the_projects_manifests_declare_no_unknown_field() -> None:
+    """The generated schemas are not stricter than the API: every manifest in deploy/ of a
+    kind served here passes `fieldValidation=Strict`."""
+    from pathlib import Path
+
+    import yaml
+
+    registry = Registry()
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    docs = [
+        doc
+        for path in sorted(deploy.rglob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if isinstance(doc, dict)
+    ]
+    for crd in (d for d in docs if d.get("kind") == "CustomResourceDefinition"):
+        for rt in resource_types_from_crd(crd):
+            registry.add(rt)
+    checked = set()
+    for doc in docs:
+        group, _, version = doc["apiVersion"].rpartition("/")
+        rt = next(
+            (
+                r
+                for r in registry.all()
+                if (r.group, r.version, r.kind) == (group, version, doc["kind"])
+            ),
+            None,
+        )
+        if rt is not None:
+            assert openapi.unknown_fields(rt, doc) == [], doc["metadata"]["name"]
+            checked.add(rt.kind)
+    assert {"Deployment", "Service", "CustomResourceDefinition", "HAProxyTemplateConfig"} <= checked
