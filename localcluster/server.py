@@ -493,7 +493,11 @@ class ApiServer:
             )
             force = _truthy(q.get("force"))
             existed = (ns, name) in self.store.objects.get(rt.key, {})
-            warnings = _check_fields(rt, q, body) if patch_type != "json" else []
+            warnings = (
+                _check_fields(rt, q, body, apply=patch_type == "apply")
+                if patch_type != "json"
+                else []
+            )
             obj = self.store.patch(
                 rt, ns, name, patch_type, body, subresource, manager, force, dry_run
             )
@@ -782,9 +786,10 @@ def _truthy(value: str | None) -> bool:
     return value is not None and value.lower() in ("true", "1")
 
 
-def _check_fields(rt: ResourceType, q: Any, body: Any) -> list[str]:
+def _check_fields(rt: ResourceType, q: Any, body: Any, apply: bool = False) -> list[str]:
     """`fieldValidation=Strict` refuses fields the schema does not declare (400), `Warn`
-    names them in Warning headers; without it (or `Ignore`) they pass unremarked."""
+    names them in Warning headers; without it (or `Ignore`) they pass unremarked (a real
+    server refuses them in an apply whatever the parameter: not modelled)."""
     mode = q.get("fieldValidation")
     if mode not in ("Strict", "Warn") or not isinstance(body, dict):
         return []
@@ -792,8 +797,13 @@ def _check_fields(rt: ResourceType, q: Any, body: Any) -> list[str]:
         unknown = openapi.unknown_fields(rt, body)
     except LookupError:
         return []
-    messages = [f'unknown field "{path}"' for path in unknown]
+    if apply:
+        messages = [f".{path}: field not declared in schema" for path in unknown]
+    else:
+        messages = [f'unknown field "{path}"' for path in unknown]
     if messages and mode == "Strict":
+        if apply:
+            raise ApiError(400, f"failed to create typed patch object: {messages[0]}", "BadRequest")
         raise ApiError(
             400,
             f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '

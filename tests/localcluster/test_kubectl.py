@@ -162,6 +162,12 @@ def test_apply_server_side(kubectl: Kubectl, ns: str) -> None:
     got = kubectl.core.read_namespaced_config_map("ssa", ns)
     assert got.data == {"a": "1"}
     assert [m.manager for m in got.metadata.managed_fields] == ["kubectl"]
+    typo = {**cm, "dta": {"b": "2"}}
+    bad = kubectl.run(
+        "apply", "--server-side", "-n", ns, "-f", "-", stdin=json.dumps(typo), check=False
+    )
+    assert bad.returncode != 0
+    assert ".dta: field not declared in schema" in bad.stderr
 
 
 def test_explain_builtin_and_custom_fields(kubectl: Kubectl) -> None:
