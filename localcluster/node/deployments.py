@@ -134,7 +134,11 @@ class DeploymentController:
             surge, _ = rollout.resolve_fenceposts(
                 ru.get("maxSurge"), ru.get("maxUnavailable"), replicas
             )
-            self._sync_revisions(dep, current, min_ready, surge)
+            try:
+                self._sync_revisions(dep, current, min_ready, surge)
+            except ApiException as exc:
+                # Revisions are a record: failing to write one never stalls the rollout.
+                log.warning("revisions of %s: %s", key, exc)
         self._write_status(dep, current, min_ready)
 
     # revisions -----------------------------------------------------------------------------
