@@ -62,25 +62,17 @@ def resource_list(registry: Registry, group: str, version: str) -> dict[str, Any
     for rt in registry.all():
         if rt.group != group or rt.version != version:
             continue
-        verbs = [
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch",
-        ]
         entry: dict[str, Any] = {
             "name": rt.plural,
             "singularName": rt.singular,
             "namespaced": rt.namespaced,
             "kind": rt.kind,
-            "verbs": verbs,
+            "verbs": list(rt.verbs),
         }
         if rt.short_names:
             entry["shortNames"] = list(rt.short_names)
+        if rt.categories:
+            entry["categories"] = list(rt.categories)
         resources.append(entry)
         if rt.status_subresource:
             resources.append(
@@ -89,6 +81,18 @@ def resource_list(registry: Registry, group: str, version: str) -> dict[str, Any
                     "singularName": "",
                     "namespaced": rt.namespaced,
                     "kind": rt.kind,
+                    "verbs": ["get", "patch", "update"],
+                }
+            )
+        if rt.scale_subresource:
+            resources.append(
+                {
+                    "name": f"{rt.plural}/scale",
+                    "singularName": "",
+                    "namespaced": rt.namespaced,
+                    "group": "autoscaling",
+                    "version": "v1",
+                    "kind": "Scale",
                     "verbs": ["get", "patch", "update"],
                 }
             )

@@ -29,6 +29,11 @@ _META: ListKeys = {"metadata.ownerReferences": ("uid",)}
 SET_LISTS = {"metadata.finalizers"}
 
 
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+# Deployments and ReplicaSets scale through spec.replicas; status.selector is the string form.
+_REPLICAS_SCALE = (".spec.replicas", ".status.replicas", ".status.selector")
+
+
 def _prefixed(prefix: str, keys: ListKeys) -> ListKeys:
     return {f"{prefix}.{k}": v for k, v in keys.items() if v}
 
@@ -53,6 +58,20 @@ class ResourceType:
     custom: bool = False
     # additionalPrinterColumns of a CRD version, for `kubectl get` tables.
     printer_columns: tuple[dict[str, Any], ...] = ()
+    # The scale subresource: (specReplicasPath, statusReplicasPath, labelSelectorPath).
+    scale: tuple[str, str, str] | None = None
+    # Verbs served; a create-only kind (a review) is answered, never stored.
+    verbs: tuple[str, ...] = ALL_VERBS
+    # Discovery categories (`kubectl get all` lists the kinds in "all").
+    categories: tuple[str, ...] = ()
+
+    @property
+    def scale_subresource(self) -> bool:
+        return self.scale is not None
+
+    @property
+    def stored(self) -> bool:
+        return "get" in self.verbs
 
     @property
     def key(self) -> str:
@@ -73,6 +92,26 @@ class ResourceType:
 
 def _conditions() -> ListKeys:
     return {"status.conditions": ("type",)}
+
+
+def _reviews() -> list[ResourceType]:
+    """Create-only kinds that are answered, never stored (see scale.review)."""
+    return [
+        ResourceType(
+            group,
+            "v1",
+            f"{kind.lower()}s",
+            kind,
+            namespaced=False,
+            singular=kind.lower(),
+            verbs=("create",),
+        )
+        for group, kind in (
+            ("authorization.k8s.io", "SelfSubjectAccessReview"),
+            ("authorization.k8s.io", "SelfSubjectRulesReview"),
+            ("authentication.k8s.io", "SelfSubjectReview"),
+        )
+    ]
 
 
 BUILTIN: list[ResourceType] = [
@@ -102,6 +141,7 @@ BUILTIN: list[ResourceType] = [
             **_conditions(),
             "status.podIPs": ("ip",),
         },
+        categories=("all",),
     ),
     ResourceType(
         "",
@@ -123,6 +163,7 @@ BUILTIN: list[ResourceType] = [
         short_names=("svc",),
         status_subresource=True,
         list_keys={**_META, "spec.ports": ("port", "protocol"), **_conditions()},
+        categories=("all",),
     ),
     ResourceType("", "v1", "secrets", "Secret", singular="secret", list_keys=dict(_META)),
     ResourceType(
@@ -169,7 +210,23 @@ BUILTIN: list[ResourceType] = [
         status_subresource=True,
         generation=True,
         list_keys={**_META, **_prefixed("spec.template.spec", _POD_SPEC), **_conditions()},
+        scale=_REPLICAS_SCALE,
+        categories=("all",),
     ),
+    ResourceType(
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        singular="replicaset",
+        short_names=("rs",),
+        status_subresource=True,
+        generation=True,
+        list_keys={**_META, **_prefixed("spec.template.spec", _POD_SPEC), **_conditions()},
+        scale=_REPLICAS_SCALE,
+        categories=("all",),
+    ),
+    *_reviews(),
     ResourceType(
         "apiextensions.k8s.io",
         "v1",
@@ -224,6 +281,8 @@ def resource_types_from_crd(crd: dict[str, Any]) -> list[ResourceType]:
             continue
         schema = (version.get("schema") or {}).get("openAPIV3Schema")
         maps, sets = list_keys_from_schema(schema)
+        subresources = version.get("subresources") or {}
+        scale = subresources.get("scale")
         out.append(
             ResourceType(
                 group=spec.get("group", ""),
@@ -233,7 +292,15 @@ def resource_types_from_crd(crd: dict[str, Any]) -> list[ResourceType]:
                 namespaced=spec.get("scope", "Namespaced") == "Namespaced",
                 singular=names.get("singular", ""),
                 short_names=tuple(names.get("shortNames") or ()),
-                status_subresource="status" in (version.get("subresources") or {}),
+                categories=tuple(names.get("categories") or ()),
+                status_subresource="status" in subresources,
+                scale=(
+                    scale.get("specReplicasPath", ""),
+                    scale.get("statusReplicasPath", ""),
+                    scale.get("labelSelectorPath", ""),
+                )
+                if isinstance(scale, dict)
+                else None,
                 generation=True,
                 list_keys=maps,
                 set_lists=sets,

@@ -16,9 +16,10 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from localcluster import discovery, podlogs, tables
+from localcluster import discovery, openapi, podlogs, protov2, scale, tables
 from localcluster.errors import ApiError, gone, success_status
 from localcluster.faults import FaultRule, FaultSet
+from localcluster.patches import json_patch, merge_patch, strategic_merge
 from localcluster.persist import Journal
 from localcluster.resources import ResourceType
 from localcluster.selectors import (
@@ -32,6 +33,8 @@ from localcluster.store import CRD_KEY, DeleteOptions, Event, Store
 log = logging.getLogger("localcluster.apiserver")
 
 JSON = "application/json"
+PROTO_V2 = "application/com.github.proto-openapi.spec.v2"  # + "@v1.0+protobuf" as asked
+PROTO_V2_RESPONSE = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 PATCH_TYPES = {
     "application/json-patch+json": "json",
     "application/merge-patch+json": "merge",
@@ -108,6 +111,7 @@ class ApiServer:
         self._admin_runner: web.AppRunner | None = None
         self._server: asyncio.AbstractServer | None = None
         self._stopping = asyncio.Event()
+        self._v2_cache: tuple[str, bytes] = ("", b"")
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -345,6 +349,8 @@ class ApiServer:
             return web.Response(text="ok")
         if head == "version":
             return _json_response(discovery.VERSION)
+        if head == "openapi":
+            return self._openapi(request, parts[1:])
         if head == "api":
             if len(parts) == 1:
                 return _json_response(discovery.api_versions(f"{self.host}:{self.port}"))
@@ -389,43 +395,59 @@ class ApiServer:
         sub = rest[2] if len(rest) > 2 else ""
         if len(rest) > 3:
             raise ApiError(404, "the server could not find the requested resource", "NotFound")
-        if sub and sub not in ("status", "log", "binding", "finalize"):
+        if sub and sub not in ("status", "log", "binding", "finalize", "scale"):
             raise ApiError(404, "the server could not find the requested resource", "NotFound")
-        if sub == "status" and not rt.status_subresource:
+        if (sub == "status" and not rt.status_subresource) or (
+            sub == "scale" and not rt.scale_subresource
+        ):
             raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        if not rt.stored:
+            return await self._review(request, rt, name)
         if sub == "log":
             if rt.kind != "Pod" or request.method != "GET":
                 raise ApiError(404, "the server could not find the requested resource")
             return await self._pod_log(request, ns or "", name or "")
+        if name is None:
+            return await self._collection_request(request, rt, ns)
+        return await self._item_request(request, rt, ns or "", name, sub)
+
+    async def _collection_request(
+        self, request: web.Request, rt: ResourceType, ns: str | None
+    ) -> web.StreamResponse:
         q = request.query
         method = request.method
-        if name is None:
-            if method == "GET":
-                if _truthy(q.get("watch")):
-                    return await self._watch(request, rt, ns)
-                return self._list(rt, ns, q, request.headers.get("Accept", ""))
-            if method == "POST":
-                await self._wait_unfrozen(rt)
-                body = await request.json()
-                obj = self.store.create(
-                    rt, ns or "", body, _manager(request), dry_run="dryRun" in q
-                )
-                return _json_response(obj, 201)
-            if method == "DELETE":
-                await self._wait_unfrozen(rt)
-                opts = DeleteOptions.parse(await _optional_json(request), dict(q))
-                labels = parse_label_selector(q.get("labelSelector"))
-                fields = parse_field_selector(q.get("fieldSelector"), rt.kind)
-                items = self.store.delete_collection(rt, ns, labels, fields, opts)
-                return _json_response(self._list_body(rt, items, self.store.rv, None, None))
-            raise ApiError(405, f"method {method} not allowed", "MethodNotAllowed")
-        ns = ns or ""
+        if method == "GET":
+            if _truthy(q.get("watch")):
+                return await self._watch(request, rt, ns)
+            return self._list(rt, ns, q, request.headers.get("Accept", ""))
+        if method == "POST":
+            await self._wait_unfrozen(rt)
+            body = await request.json()
+            warnings = _check_fields(rt, q, body)
+            obj = self.store.create(rt, ns or "", body, _manager(request), dry_run="dryRun" in q)
+            return _warn(_json_response(obj, 201), warnings)
+        if method == "DELETE":
+            await self._wait_unfrozen(rt)
+            opts = DeleteOptions.parse(await _optional_json(request), dict(q))
+            labels = parse_label_selector(q.get("labelSelector"))
+            fields = parse_field_selector(q.get("fieldSelector"), rt.kind)
+            items = self.store.delete_collection(rt, ns, labels, fields, opts)
+            return _json_response(self._list_body(rt, items, self.store.rv, None, None))
+        raise ApiError(405, f"method {method} not allowed", "MethodNotAllowed")
+
+    async def _item_request(
+        self, request: web.Request, rt: ResourceType, ns: str, name: str, sub: str
+    ) -> web.StreamResponse:
+        q = request.query
+        method = request.method
         if sub == "binding":
             if method != "POST":
                 raise ApiError(405, "method not allowed", "MethodNotAllowed")
             await self._wait_unfrozen(rt)
             self.store.bind(rt, ns, name, await request.json(), _manager(request))
             return _json_response(success_status(), 201)
+        if sub == "scale" and method == "GET":
+            return _json_response(scale.scale_of(rt, self.store.get(rt, ns, name)))
         if method == "GET":
             if _truthy(q.get("watch")):
                 return await self._watch(request, rt, ns, name)
@@ -435,13 +457,22 @@ class ApiServer:
                 return _json_response(tables.to_table(rt, [obj], meta))
             return _json_response(obj)
         await self._wait_unfrozen(rt)
+        if sub == "scale":
+            return await self._scale(request, rt, ns, name)
+        return await self._write_item(request, rt, ns, name, "status" if sub == "status" else "")
+
+    async def _write_item(
+        self, request: web.Request, rt: ResourceType, ns: str, name: str, subresource: str
+    ) -> web.Response:
+        """PUT, PATCH and DELETE of one object (or its status)."""
+        q = request.query
+        method = request.method
         dry_run = "dryRun" in q
-        subresource = "status" if sub == "status" else ""
         if method == "PUT":
             body = await request.json()
-            return _json_response(
-                self.store.replace(rt, ns, name, body, subresource, _manager(request), dry_run)
-            )
+            warnings = _check_fields(rt, q, body)
+            obj = self.store.replace(rt, ns, name, body, subresource, _manager(request), dry_run)
+            return _warn(_json_response(obj), warnings)
         if method == "PATCH":
             ctype = request.content_type
             patch_type = PATCH_TYPES.get(ctype)
@@ -462,11 +493,16 @@ class ApiServer:
             )
             force = _truthy(q.get("force"))
             existed = (ns, name) in self.store.objects.get(rt.key, {})
+            warnings = (
+                _check_fields(rt, q, body, apply=patch_type == "apply")
+                if patch_type != "json"
+                else []
+            )
             obj = self.store.patch(
                 rt, ns, name, patch_type, body, subresource, manager, force, dry_run
             )
             # An apply that creates the object answers 201 Created, as the real server.
-            return _json_response(obj, 200 if existed else 201)
+            return _warn(_json_response(obj, 200 if existed else 201), warnings)
         if method == "DELETE":
             opts = DeleteOptions.parse(await _optional_json(request), dict(q))
             if dry_run:
@@ -481,6 +517,75 @@ class ApiServer:
                 )
             return _json_response(obj)
         raise ApiError(405, f"method {method} not allowed", "MethodNotAllowed")
+
+    # --- OpenAPI, reviews, scale --------------------------------------------------------------
+
+    def _openapi(self, request: web.Request, rest: list[str]) -> web.Response:
+        """/openapi/v2 (protobuf, as kubectl asks for it, or JSON) and
+        /openapi/v3[/api/v1 | /apis/G/V] (JSON)."""
+        accept = request.headers.get("Accept", "")
+        registry = self.store.registry
+        if rest == ["v2"] and PROTO_V2 in accept:
+            return web.Response(body=self._v2_protobuf(), content_type=PROTO_V2_RESPONSE)
+        if accept and not any(t in accept for t in ("json", "*/*")):
+            raise ApiError(406, f"only application/json is served, not {accept}", "NotAcceptable")
+        if rest == ["v2"]:
+            return _json_response(openapi.v2_document(registry))
+        if rest == ["v3"]:
+            return _json_response(openapi.v3_index(registry))
+        if len(rest) == 3 and rest[:2] == ["v3", "api"]:
+            group, version = "", rest[2]
+        elif len(rest) == 4 and rest[:2] == ["v3", "apis"]:
+            group, version = rest[2], rest[3]
+        else:
+            group, version = "", ""
+        if version and version in registry.groups().get(group, []):
+            doc, _ = openapi.document(registry, group, version)
+            return _json_response(doc)
+        raise ApiError(404, "the server could not find the requested resource", "NotFound")
+
+    def _v2_protobuf(self) -> bytes:
+        """Encoded once per state of the served kinds (the v3 index's hashes say which)."""
+        registry = self.store.registry
+        key = json.dumps(openapi.v3_index(registry), sort_keys=True)
+        if self._v2_cache[0] != key:
+            self._v2_cache = (key, protov2.encode_document(openapi.v2_document(registry)))
+        return self._v2_cache[1]
+
+    async def _review(
+        self, request: web.Request, rt: ResourceType, name: str | None
+    ) -> web.Response:
+        if request.method != "POST" or name is not None:
+            raise ApiError(405, f"method {request.method} not allowed", "MethodNotAllowed")
+        return _json_response(scale.review(rt, await request.json()), 201)
+
+    async def _scale(
+        self, request: web.Request, rt: ResourceType, ns: str, name: str
+    ) -> web.Response:
+        """PUT or PATCH .../scale: the new spec.replicas goes into the object itself."""
+        current = scale.scale_of(rt, self.store.get(rt, ns, name))
+        if request.method == "PUT":
+            wanted = await request.json()
+        elif request.method == "PATCH":
+            patch_type = PATCH_TYPES.get(request.content_type)
+            body = json.loads(await request.read())
+            if patch_type == "json":
+                wanted = json_patch(current, body)
+            elif patch_type == "strategic":
+                wanted = strategic_merge(current, body, {}, frozenset())
+            elif patch_type == "merge":
+                wanted = merge_patch(current, body)
+            else:
+                raise ApiError(
+                    415, "the body of the request was in an unknown format", "UnsupportedMediaType"
+                )
+        else:
+            raise ApiError(405, f"method {request.method} not allowed", "MethodNotAllowed")
+        patch = scale.replicas_patch(rt, wanted)
+        obj = self.store.patch(
+            rt, ns, name, "merge", patch, "", _manager(request), dry_run="dryRun" in request.query
+        )
+        return _json_response(scale.scale_of(rt, obj))
 
     # --- list / watch --------------------------------------------------------------------------
 
@@ -679,6 +784,39 @@ class ApiServer:
 
 def _truthy(value: str | None) -> bool:
     return value is not None and value.lower() in ("true", "1")
+
+
+def _check_fields(rt: ResourceType, q: Any, body: Any, apply: bool = False) -> list[str]:
+    """`fieldValidation=Strict` refuses fields the schema does not declare (400), `Warn`
+    names them in Warning headers; without it (or `Ignore`) they pass unremarked (a real
+    server refuses them in an apply whatever the parameter: not modelled)."""
+    mode = q.get("fieldValidation")
+    if mode not in ("Strict", "Warn") or not isinstance(body, dict):
+        return []
+    try:
+        unknown = openapi.unknown_fields(rt, body)
+    except LookupError:
+        return []
+    if apply:
+        messages = [f".{path}: field not declared in schema" for path in unknown]
+    else:
+        messages = [f'unknown field "{path}"' for path in unknown]
+    if messages and mode == "Strict":
+        if apply:
+            raise ApiError(400, f"failed to create typed patch object: {messages[0]}", "BadRequest")
+        raise ApiError(
+            400,
+            f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+            f"strict decoding error: {', '.join(messages)}",
+            "BadRequest",
+        )
+    return messages
+
+
+def _warn(response: web.Response, warnings: list[str]) -> web.Response:
+    for message in warnings:
+        response.headers.add("Warning", "299 - " + json.dumps(message))
+    return response
 
 
 def _manager(request: web.Request) -> str:

@@ -13,7 +13,8 @@ from .deployments import DeploymentController
 from .endpoints import MANAGED_BY, MANAGED_BY_LABEL
 from .endpointslices import EndpointSliceController
 from .kube import Handler, Informer, Obj, make_api_client
-from .kubelet import Kubelet
+from .kubelet import Kubelet, now_rfc3339
+from .registration import report
 from .supervisor import sweep
 
 log = logging.getLogger(__name__)
@@ -57,13 +58,16 @@ class NodeAgent:
         apps = client.AppsV1Api(api)
         discovery = client.DiscoveryV1Api(api)
         self.kubelet = Kubelet(api, self.node_name, self.state_dir, self._stop_deadline)
+        report(api, self.node_name, ready=True, now=now_rfc3339())
 
         def list_slices(**kw: object) -> object:
             return discovery.list_endpoint_slice_for_all_namespaces(
                 label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}", **kw
             )
 
-        handlers: dict[str, list[Handler]] = {"pods": [], "services": [], "slices": [], "deps": []}
+        handlers: dict[str, list[Handler]] = {
+            "pods": [], "services": [], "slices": [], "deps": [], "replicasets": [],
+        }  # fmt: skip
 
         def fan_out(name: str) -> Handler:
             def handle(kind: str, obj: Obj) -> None:
@@ -80,12 +84,20 @@ class NodeAgent:
         self.deployments = Informer(
             "deployments", apps.list_deployment_for_all_namespaces, fan_out("deps"), self._stop
         )
-        self._informers = [self.pods, self.services, self.slices, self.deployments]
+        self.replica_sets = Informer(
+            "replicasets",
+            apps.list_replica_set_for_all_namespaces,
+            fan_out("replicasets"),
+            self._stop,
+        )
+        self._informers = [
+            self.pods, self.services, self.slices, self.deployments, self.replica_sets,
+        ]  # fmt: skip
         self.endpointslices = EndpointSliceController(
             api, self.pods, self.services, self.slices, self._stop
         )
         self.deployment_controller = DeploymentController(
-            api, self.pods, self.deployments, self.node_name, self._stop
+            api, self.pods, self.deployments, self.node_name, self._stop, self.replica_sets
         )
         handlers["pods"] += [
             self.kubelet.handle,
@@ -95,6 +107,7 @@ class NodeAgent:
         handlers["services"].append(self.endpointslices.on_service)
         handlers["slices"].append(self.endpointslices.on_slice)
         handlers["deps"].append(self.deployment_controller.on_deployment)
+        handlers["replicasets"].append(self.deployment_controller.on_replica_set)
         for informer in self._informers:
             informer.start()
         deadline = time.monotonic() + 30
@@ -128,6 +141,7 @@ class NodeAgent:
         if self.swept:
             log.warning("killed %d stray processes at node stop", len(self.swept))
         if self._api is not None:
+            report(self._api, self.node_name, ready=False, now=now_rfc3339())
             self._api.close()
         self._started = False
 

@@ -1,5 +1,6 @@
-"""Deployment controller without ReplicaSets: pods are owned by the Deployment directly and
-labelled with the template hash; rollout arithmetic lives in rollout.py."""
+"""Deployment controller: pods are owned by the Deployment directly and labelled with the
+template hash; rollout arithmetic lives in rollout.py. One ReplicaSet per template records
+its revision and pod counts (revisions.py), for `kubectl rollout history|undo`."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from . import rollout
-from .kube import Informer, Obj, normalized, raw, retry_on_conflict
+from . import revisions, rollout
+from .kube import MERGE_PATCH, Informer, Obj, normalized, raw, retry_on_conflict
 from .kubelet import now_rfc3339
 from .podstatus import is_pod_ready, ready_since
 from .workqueue import WorkLoop
@@ -43,11 +44,13 @@ class DeploymentController:
         deployments: Informer,
         node_name: str,
         stop: threading.Event,
+        replica_sets: Informer | None = None,
     ) -> None:
         self.apps = client.AppsV1Api(api)
         self.core = client.CoreV1Api(api)
         self.pods = pods
         self.deployments = deployments
+        self.replica_sets = replica_sets
         self.node_name = node_name
         self.loop = WorkLoop("deployments", self.reconcile, self._all_keys, stop, resync=1.0)
 
@@ -64,6 +67,11 @@ class DeploymentController:
 
     def on_deployment(self, kind: str, dep: Obj) -> None:
         self.loop.add(f"{dep['metadata']['namespace']}/{dep['metadata']['name']}")
+
+    def on_replica_set(self, kind: str, rs: Obj) -> None:
+        ref = controller_owner(rs)
+        if ref and ref.get("kind") == "Deployment":
+            self.loop.add(f"{rs['metadata']['namespace']}/{ref['name']}")
 
     def on_pod(self, kind: str, pod: Obj) -> None:
         ref = controller_owner(pod)
@@ -122,7 +130,109 @@ class DeploymentController:
             self._delete_pod(by_name[pod_name])
         for _ in range(step.create):
             self._create_pod(dep, template, current)
+        if self.replica_sets is not None:
+            surge, _ = rollout.resolve_fenceposts(
+                ru.get("maxSurge"), ru.get("maxUnavailable"), replicas
+            )
+            try:
+                self._sync_revisions(dep, current, min_ready, surge)
+            except ApiException as exc:
+                # Revisions are a record: failing to write one never stalls the rollout.
+                log.warning("revisions of %s: %s", key, exc)
         self._write_status(dep, current, min_ready)
+
+    # revisions -----------------------------------------------------------------------------
+    def _counts(self, dep: Obj, min_ready: int) -> dict[str, revisions.Counts]:
+        meta, now = dep["metadata"], time.time()
+        counts: dict[str, revisions.Counts] = {}
+        for pod in self._owned(meta["namespace"], meta["name"], meta["uid"]):
+            s = self._summary(pod, min_ready, now)
+            if s.terminating:
+                continue
+            c = counts.get(s.template_hash, revisions.Counts())
+            counts[s.template_hash] = revisions.Counts(
+                c.replicas + 1, c.ready + int(s.ready), c.available + int(s.available)
+            )
+        return counts
+
+    def _sync_revisions(self, dep: Obj, current: str, min_ready: int, surge: int) -> None:
+        """Create or update the ReplicaSet of every template with pods (and the current one),
+        number the current revision, prune history beyond revisionHistoryLimit."""
+        assert self.replica_sets is not None
+        meta = dep["metadata"]
+        ns, uid = meta["namespace"], meta["uid"]
+        sets = [
+            rs
+            for rs in self.replica_sets.items()
+            if rs["metadata"].get("namespace") == ns
+            and (controller_owner(rs) or {}).get("uid") == uid
+        ]
+        by_hash = {
+            (rs["metadata"].get("labels") or {}).get(rollout.TEMPLATE_HASH_LABEL, ""): rs
+            for rs in sets
+        }
+        counts = self._counts(dep, min_ready)
+        revision, history = revisions.current_revision(sets, by_hash.get(current))
+        want = revisions.desired_replica_set(
+            dep, current, revision, history, counts.get(current, revisions.Counts()), surge
+        )
+        self._write_replica_set(by_hash.get(current), want)
+        for rs_hash, rs in by_hash.items():
+            if rs_hash != current:
+                old = copy.deepcopy(rs)
+                c = counts.get(rs_hash, revisions.Counts())
+                old["spec"] = {**(old.get("spec") or {}), "replicas": c.replicas}
+                old["status"] = {**want["status"], "replicas": c.replicas,
+                                 "fullyLabeledReplicas": c.replicas, "readyReplicas": c.ready,
+                                 "availableReplicas": c.available}  # fmt: skip
+                self._write_replica_set(rs, old)
+        limit = int((dep.get("spec") or {}).get("revisionHistoryLimit", 10))
+        for name in revisions.to_prune(sets, current, counts, limit):
+            self._delete_replica_set(ns, name)
+        if (meta.get("annotations") or {}).get(revisions.REVISION) != str(revision):
+            patch = {"metadata": {"annotations": {revisions.REVISION: str(revision)}}}
+            written = raw(
+                self.apps.patch_namespaced_deployment,
+                meta["name"],
+                ns,
+                patch,
+                _content_type=MERGE_PATCH,
+            )
+            self.deployments.upsert_local(written)
+
+    def _write_replica_set(self, have: Obj | None, want: Obj) -> None:
+        assert self.replica_sets is not None
+        meta = want["metadata"]
+        name, ns = meta["name"], meta["namespace"]
+        if have is None:
+            body = {k: v for k, v in want.items() if k != "status"}
+            have = raw(self.apps.create_namespaced_replica_set, ns, body)
+            self.replica_sets.upsert_local(have)
+        elif normalized(
+            {"a": have["metadata"].get("annotations"), "s": have.get("spec")}
+        ) != normalized({"a": meta.get("annotations"), "s": want.get("spec")}):
+            patch = {"metadata": {"annotations": meta.get("annotations")}, "spec": want["spec"]}
+            have = raw(
+                self.apps.patch_namespaced_replica_set, name, ns, patch, _content_type=MERGE_PATCH
+            )
+            self.replica_sets.upsert_local(have)
+        status = {**want["status"], "observedGeneration": have["metadata"].get("generation", 1)}
+        if normalized(have.get("status") or {}) != normalized(status):
+            written = raw(
+                self.apps.patch_namespaced_replica_set_status,
+                name,
+                ns,
+                {"status": status},
+                _content_type=MERGE_PATCH,
+            )
+            self.replica_sets.upsert_local(written)
+
+    def _delete_replica_set(self, ns: str, name: str) -> None:
+        try:
+            raw(self.apps.delete_namespaced_replica_set, name, ns)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
 
     def _summary(self, pod: Obj, min_ready: int, now: float) -> rollout.PodSummary:
         meta = pod["metadata"]

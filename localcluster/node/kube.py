@@ -18,11 +18,12 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from .objutil import normalized, rv_newer
 
-__all__ = ["Informer", "normalized", "raw", "rv_newer"]
+__all__ = ["MERGE_PATCH", "Informer", "normalized", "raw", "rv_newer"]
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+MERGE_PATCH = "application/merge-patch+json"  # the client picks JSON patch for dicts otherwise
 Handler = Callable[[str, Obj], None]  # (event type, object)
 
 

@@ -143,8 +143,10 @@ def recreate_step(pods: list[PodSummary], replicas: int, current_hash: str) -> S
 
 def template_hash(template: dict[str, Any], collision_count: int = 0) -> str:
     """A short stable hash of the pod template (annotations included, so a restartedAt change
-    starts a rollout), spelled with the Kubernetes safe alphabet."""
-    canonical = json.dumps(template, sort_keys=True, separators=(",", ":"))
+    starts a rollout), spelled with the Kubernetes safe alphabet. Null fields do not count:
+    a template written back by `kubectl rollout undo` carries `creationTimestamp: null`
+    and must hash as the revision it restores."""
+    canonical = json.dumps(_without_nulls(template), sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(f"{canonical}/{collision_count}".encode()).digest()
     number = int.from_bytes(digest[:8], "big")
     out = []
@@ -152,6 +154,14 @@ def template_hash(template: dict[str, Any], collision_count: int = 0) -> str:
         number, rem = divmod(number, len(_SAFE_ALPHABET))
         out.append(_SAFE_ALPHABET[rem])
     return "".join(out)
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 def is_available(ready_since_s: float | None, min_ready_seconds: int, now_s: float) -> bool:
