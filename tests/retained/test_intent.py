@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -129,6 +129,19 @@ def test_legacy_copy_of_another_template_is_dropped() -> None:
     copy = intent_annotation(DeploymentIntent("p", "c", "a", 3, "other-uid"), "t")
     result = adopt_legacy_copy(RetainedState(), copy, UID)
     assert result.remove_copy and not result.adopted and result.intent is None
+
+
+def test_an_adopted_copy_is_never_adopted_again() -> None:
+    copy = intent_annotation(DeploymentIntent("plan-legacy", "sha256:l", "a", 3, UID), "t")
+    first = adopt_legacy_copy(RetainedState(), copy, UID)
+    assert first.adopted and first.state.adopted_copy is not None
+    # Its removal failed; the term then recorded a newer intent.
+    newer = DeploymentIntent("plan-new", "sha256:n", "b", 4, UID)
+    again = adopt_legacy_copy(replace(first.state, intent=newer), copy, UID)
+    assert again.remove_copy and not again.adopted and again.intent == newer
+    # A different copy (an older release deployed again since) is adopted.
+    other = intent_annotation(DeploymentIntent("plan-other", "sha256:o", "a", 5, UID), "t")
+    assert adopt_legacy_copy(again.state, other, UID).adopted
 
 
 def test_no_legacy_copy_changes_nothing() -> None:
