@@ -18,7 +18,12 @@ from typing import Protocol
 from controller.election import decisions
 from controller.election.clock import SYSTEM_CLOCK, Clock
 from controller.election.decisions import Action, Observation
-from controller.election.events import BECAME_LEADER, LOST_LEADERSHIP, NEW_LEADER_OBSERVED
+from controller.election.events import (
+    BECAME_LEADER,
+    LEADER_ELECTION_STARTED,
+    LOST_LEADERSHIP,
+    NEW_LEADER_OBSERVED,
+)
 from controller.election.lease_store import LeaseConflict, LeaseStore, LeaseUnavailable
 from controller.election.metrics import ElectionMetrics
 from controller.election.record import InvalidEpoch, LeaseRecord
@@ -221,6 +226,16 @@ class LeaderElector:
                 )
 
     # -- a round: acquire, lead, end -------------------------------------------------
+
+    def election_started(self) -> None:
+        """Report that this replica begins to compete (seed 003's LeaderElectionStarted:
+        identity, Lease name and namespace), once per process, before the first round."""
+        where = f"{self.store.namespace}/{self.store.name}"
+        log.info("%s: leader election started on lease %s", self.identity, where)
+        if self.events is not None:
+            self.events.record(
+                LEADER_ELECTION_STARTED, f"{self.identity} started leader election on {where}"
+            )
 
     def run(self, stop: threading.Event) -> str:
         """Run one election round; returns why it ended ("stopped" if never leader)."""

@@ -17,6 +17,7 @@ from kubernetes import client
 
 log = logging.getLogger(__name__)
 
+LEADER_ELECTION_STARTED = "LeaderElectionStarted"
 BECAME_LEADER = "BecameLeader"
 LOST_LEADERSHIP = "LostLeadership"
 NEW_LEADER_OBSERVED = "NewLeaderObserved"
