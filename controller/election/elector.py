@@ -133,7 +133,17 @@ class LeaderElector:
 
     # -- one attempt (client-go's tryAcquireOrRenew) -----------------------------------
 
+    def set_timing(self, timing: ElectionTiming) -> None:
+        """Follow new timings (the template config changed) without a restart. Safe at any
+        moment: each attempt works from one snapshot, so the leaseDuration a write records
+        and the renew deadline that write extends the term by always belong together, and
+        followers judge a Lease by the duration its holder recorded."""
+        if timing != self.timing:
+            log.info("%s: election timings now %s", self.identity, timing)
+            self.timing = timing
+
     def try_acquire_or_renew(self) -> Attempt:
+        timing = self.timing  # one snapshot per attempt (see set_timing)
         term = self._term
         now = self.clock.monotonic()
         if term is not None:
@@ -141,7 +151,7 @@ class LeaderElector:
             if budget <= 0:
                 return Attempt.FAILED
         else:
-            budget = self.timing.renew_deadline
+            budget = timing.renew_deadline
         deadline = now + budget
 
         record = self._renewable_record(term)
@@ -160,7 +170,7 @@ class LeaderElector:
             observation,
             self.clock.monotonic(),
             self.clock.wall(),
-            self.timing.lease_duration_seconds,
+            timing.lease_duration_seconds,
             epoch_floor=self._highest_epoch,
         )
         if decision.action is Action.WAIT:
@@ -184,7 +194,7 @@ class LeaderElector:
             self._stale()
             return Attempt.FAILED
         self._observe(written, self.clock.monotonic())
-        valid_until = decisions.term_valid_until(sent_at, self.timing.renew_deadline)
+        valid_until = decisions.term_valid_until(sent_at, timing.renew_deadline)
         if decision.action is Action.RENEW:
             assert term is not None
             term.extend(valid_until)
