@@ -23,6 +23,9 @@ EPOCH_ANNOTATION = "haproxy-haptic.org/epoch"
 # On the retained-state Lease: the digest of the earlier release's copy a claim adopted, so
 # a copy whose removal failed is removed by a later claim but never adopted again.
 ADOPTED_COPY_ANNOTATION = "haproxy-haptic.org/adopted-legacy-copy"
+# On a Standby's retained-state Lease: the Active's last intent, carried by the hub's mirror
+# (controller/hub/mirror.py), re-parented to the local template. A claim adopts it as a floor.
+MIRRORED_INTENT_ANNOTATION = "haproxy-haptic.org/mirrored-intent"
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class RetainedState:
     claim: Claim | None = None
     intent: DeploymentIntent | None = None
     adopted_copy: str | None = None  # digest of the legacy copy adopted last
+    mirrored_intent: DeploymentIntent | None = None  # the Active's, not yet adopted
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,7 @@ def retained_state_from_annotations(annotations: dict[str, str] | None) -> Retai
         claim=parse_claim(annotations.get(CLAIM_ANNOTATION)),
         intent=parse_intent(annotations.get(INTENT_ANNOTATION)),
         adopted_copy=annotations.get(ADOPTED_COPY_ANNOTATION) or None,
+        mirrored_intent=parse_intent(annotations.get(MIRRORED_INTENT_ANNOTATION)),
     )
 
 
@@ -268,3 +273,21 @@ def adopt_legacy_copy(
     return LegacyAdoption(
         replace(stored, intent=adopted, adopted_copy=digest), remove_copy=True, adopted=True
     )
+
+
+def adopt_mirrored_intent(stored: RetainedState, template_uid: str) -> RetainedState:
+    """Cross-cluster promotion (seed 004 with ADR-0033): the Active's last intent, mirrored
+    here, is a floor the claim adopts, so the promoted side never recovers a checkpoint
+    older than what the Active last promised. The claim consumes it (the annotation goes in
+    the same write). An intent of this side's own, recorded at a higher epoch, is newer and
+    is kept: this side records only after a promotion, and its epochs are then above every
+    epoch of the Active. A floor for another template adopts nothing."""
+    floor = stored.mirrored_intent
+    if floor is None:
+        return stored
+    consumed = replace(stored, mirrored_intent=None)
+    if floor.template_uid != template_uid:
+        return consumed
+    if stored.intent is not None and stored.intent.epoch > floor.epoch:
+        return consumed
+    return replace(consumed, intent=floor)

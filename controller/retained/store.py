@@ -22,12 +22,14 @@ from controller.retained.intent import (
     CLAIM_ANNOTATION,
     EPOCH_ANNOTATION,
     INTENT_ANNOTATION,
+    MIRRORED_INTENT_ANNOTATION,
     DeploymentIntent,
     LeaderView,
     Refusal,
     RetainedState,
     Term,
     adopt_legacy_copy,
+    adopt_mirrored_intent,
     claim_annotation,
     confirm_after_write,
     decide_claim,
@@ -144,6 +146,8 @@ class RetainedStateStore:
             annotations[CLAIM_ANNOTATION] = claim_annotation(state.claim)
         if state.adopted_copy is not None:
             annotations[ADOPTED_COPY_ANNOTATION] = state.adopted_copy
+        if state.mirrored_intent is None:
+            annotations.pop(MIRRORED_INTENT_ANNOTATION, None)  # adopted or dropped
         stored = retained_state_from_annotations(annotations)
         if state.intent is not None and state.intent != stored.intent:
             # Rewritten only when it changes, so recordedAt says when this intent was recorded.
@@ -171,7 +175,7 @@ class RetainedStateStore:
             adoption = adopt_legacy_copy(
                 decision, copy_raw.get(INTENT_ANNOTATION), self.template.uid
             )
-            new_state = adoption.state
+            new_state = adopt_mirrored_intent(adoption.state, self.template.uid)
             try:
                 if new_state != stored:
                     self._write_retained(lease, new_state)

@@ -17,6 +17,7 @@ from controller.retained.intent import (
     RetainedState,
     Term,
     adopt_legacy_copy,
+    adopt_mirrored_intent,
     claim_annotation,
     confirm_after_write,
     decide_claim,
@@ -142,6 +143,20 @@ def test_an_adopted_copy_is_never_adopted_again() -> None:
     # A different copy (an older release deployed again since) is adopted.
     other = intent_annotation(DeploymentIntent("plan-other", "sha256:o", "a", 5, UID), "t")
     assert adopt_legacy_copy(again.state, other, UID).adopted
+
+
+def test_a_mirrored_intent_is_a_floor_the_claim_consumes() -> None:
+    floor = DeploymentIntent("plan-p", "sha256:p", "active", 7, UID)
+    adopted = adopt_mirrored_intent(RetainedState(mirrored_intent=floor), UID)
+    assert adopted.intent == floor and adopted.mirrored_intent is None
+    older = DeploymentIntent("plan-o", "sha256:o", "active", 5, UID)
+    stored = RetainedState(intent=older, mirrored_intent=floor)
+    assert adopt_mirrored_intent(stored, UID).intent == floor
+    own = DeploymentIntent("plan-q", "sha256:q", "standby", 9, UID)
+    kept = adopt_mirrored_intent(RetainedState(intent=own, mirrored_intent=floor), UID)
+    assert kept.intent == own and kept.mirrored_intent is None
+    foreign = replace(floor, template_uid="other")
+    assert adopt_mirrored_intent(RetainedState(mirrored_intent=foreign), UID).intent is None
 
 
 def test_no_legacy_copy_changes_nothing() -> None:

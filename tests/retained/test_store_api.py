@@ -187,3 +187,31 @@ def test_read_intent_does_not_create_the_retained_state_lease(env) -> None:
     with pytest.raises(ApiException) as missing:
         leases.read_namespaced_lease(store.name, NS)
     assert missing.value.status == 404
+
+
+def test_the_first_claim_adopts_the_mirrored_intent_as_a_floor_once(env) -> None:
+    """Issue 15, 2.10: the Active's last intent, mirrored onto this (Standby's) retained
+    Lease, is adopted by the claim and consumed in the same write."""
+    from controller.retained.intent import MIRRORED_INTENT_ANNOTATION
+
+    ref, leases, leader, store = env
+    set_leader(leases, leader, "ctl-b-0", 1)
+    store.claim(Term("ctl-b-0", 1))  # the fenced pre-promotion term: nothing mirrored yet
+    floor = {"planID": "plan-p", "checksum": "sha256:p", "holder": "ctl-a-0", "epoch": 7,
+             "templateUID": ref.uid, "recordedAt": "t"}  # fmt: skip
+    lease = leases.read_namespaced_lease(store.name, NS)
+    lease.metadata.annotations[MIRRORED_INTENT_ANNOTATION] = json.dumps(floor)
+    leases.replace_namespaced_lease(store.name, NS, lease)
+
+    set_leader(leases, leader, "ctl-b-0", 8)  # promoted: above the Active's epoch
+    result = store.claim(Term("ctl-b-0", 8))
+    assert result.state.intent is not None and result.state.intent.plan_id == "plan-p"
+    annotations = leases.read_namespaced_lease(store.name, NS).metadata.annotations
+    assert MIRRORED_INTENT_ANNOTATION not in annotations
+    # The promoted side's own newer intent is never replaced by a floor carried late.
+    store.record_intent(Term("ctl-b-0", 8), "plan-q", "sha256:q")
+    lease = leases.read_namespaced_lease(store.name, NS)
+    lease.metadata.annotations[MIRRORED_INTENT_ANNOTATION] = json.dumps(floor)
+    leases.replace_namespaced_lease(store.name, NS, lease)
+    set_leader(leases, leader, "ctl-b-0", 9)
+    assert store.claim(Term("ctl-b-0", 9)).state.intent.plan_id == "plan-q"
