@@ -269,3 +269,59 @@ def test_delayed_record_after_the_successors_claim_is_refused() -> None:
 def test_delayed_claim_of_an_older_term_is_refused() -> None:
     stored = RetainedState(claim=Claim(NEW.holder, NEW.epoch))
     assert isinstance(decide_claim(stored, OLD), Refusal)
+
+
+# -- a Standby's floor: the mirror carries, claims adopt, the promoted side records -------
+
+STANDBY = "standby-0"
+
+
+@given(
+    st.lists(
+        st.sampled_from(["active_records", "mirror_carries", "claim", "promote", "own_record"]),
+        max_size=30,
+    )
+)
+def test_the_floor_is_never_older_than_what_was_carried_and_never_replaces_an_own_intent(
+    steps: list[str],
+) -> None:
+    """Every interleaving of the Active recording, the mirror carrying its latest intent, the
+    Standby's claims, the promotion (the mirror stops, epochs rise above the Active's) and
+    the promoted side's own records. After a claim the intent is never older than the last
+    floor carried; the promoted side's own intent is never replaced by a floor."""
+    active_epoch, active_seq = 3, 0
+    active_intent: DeploymentIntent | None = None
+    state = RetainedState()
+    standby_epoch, promoted = 1, False
+    carried: DeploymentIntent | None = None
+    own: DeploymentIntent | None = None
+    for step in steps:
+        if step == "active_records" and not promoted:
+            active_seq += 1
+            active_intent = DeploymentIntent(
+                f"plan-a{active_seq}", f"sha256:a{active_seq}", "active", active_epoch, UID
+            )
+        elif step == "mirror_carries" and not promoted and active_intent is not None:
+            if state.intent != active_intent:  # as the mirror: skip what a claim adopted
+                state = replace(state, mirrored_intent=active_intent)
+                carried = active_intent
+        elif step == "promote" and not promoted:
+            promoted, standby_epoch = True, max(standby_epoch, active_epoch) + 1
+        elif step == "claim":
+            standby_epoch += 1
+            claimed = decide_claim(state, Term(STANDBY, standby_epoch))
+            assert isinstance(claimed, RetainedState)
+            state = adopt_mirrored_intent(claimed, UID)
+            assert state.mirrored_intent is None
+            if own is not None:
+                assert state.intent == own, "a floor replaced the promoted side's own intent"
+            elif carried is not None:
+                assert state.intent is not None and state.intent.epoch >= carried.epoch
+                assert state.intent == carried
+        elif step == "own_record" and promoted:
+            term = Term(STANDBY, standby_epoch)
+            leader = LeaderView(STANDBY, standby_epoch)
+            plan = f"plan-b{standby_epoch}"
+            decision = decide_record(state, term, plan, "sha256:b", UID, leader)
+            if isinstance(decision, RetainedState):
+                state, own = decision, decision.intent
