@@ -125,7 +125,8 @@ class ControllerReplica:
         leader Lease, which ends our fenced term; have the elector see it now so the next
         term (above the old Active's epoch) starts without waiting a retry period. The
         reconcile trigger covers a replica that holds no term."""
-        self.runtime.elector.recheck()
+        if self.runtime.elector is not None:  # None while a refused config keeps it idle
+            self.runtime.elector.recheck()
         self.watch.reconciler.trigger_now()
 
     # -- template-derived settings ----------------------------------------------------

@@ -110,12 +110,14 @@ def pods_to_write(
     return out
 
 
-def apply_body(name: str, now: str, message: str) -> dict[str, Any]:
-    """The applied configuration: exactly one condition of status.conditions."""
+def apply_body(name: str, uid: str, now: str, message: str) -> dict[str, Any]:
+    """The applied configuration: exactly one condition of status.conditions. The uid is a
+    precondition: the API server refuses the apply (422, uid immutable) on a pod recreated
+    under the same name, which has not earned the condition."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "uid": uid},
         "status": {
             "conditions": [
                 {
@@ -191,7 +193,7 @@ class StatusApplier:
             pod = self.core.patch_namespaced_pod_status(
                 view.name,
                 view.namespace,
-                apply_body(view.name, now, message),
+                apply_body(view.name, view.uid, now, message),
                 field_manager=FIELD_MANAGER,
                 force=True,
                 _content_type=APPLY_CONTENT_TYPE,
@@ -200,16 +202,14 @@ class StatusApplier:
         except ApiException as exc:
             if exc.status == 404:
                 log.info("gate: pod %s is gone", view.key)
+            elif exc.status in (409, 422):
+                log.info("gate: %s was recreated; the next convergence decides", view.key)
             else:
                 log.warning("gate: condition on %s not written: HTTP %s", view.key, exc.status)
             return False
         except Exception as exc:  # connection errors: retried on the next convergence
             log.warning("gate: condition on %s not written: %s", view.key, exc)
             return False
-        if pod.metadata.uid != view.uid:
-            # Same name, another pod (recreated in between): it got a condition it may not
-            # have earned; the next render decides about it. Rare with generated names.
-            log.warning("gate: %s was recreated while writing its condition", view.key)
         self.written[view.uid] = pod.metadata.resource_version
         self.writes += 1
         log.info("gate: %s=True on %s", GATE_CONDITION, view.key)

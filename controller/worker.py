@@ -32,7 +32,13 @@ from controller.election.identity import replica_identity
 from controller.election.lease_store import KubeLeaseStore
 from controller.election.metrics import default_metrics
 from controller.election.supervisor import ElectionSupervisor
-from controller.election.template_config import load_election_settings
+from controller.election.template_config import (
+    ElectionConfigFollower,
+    Follow,
+    FollowDecision,
+    judge_election_config,
+    read_template_config,
+)
 from controller.election.term import FencingToken, Term
 from controller.election.timing import ElectionSettings
 
@@ -222,13 +228,18 @@ class QueueSwitch:
 
 
 class ReplicaRuntime:
-    """Elector, all-replica components and the per-term leader work of one process."""
+    """Elector, all-replica components and the per-term leader work of one process.
+
+    Without explicit `settings` the election settings come from the template config, and
+    follow it (controller.election.template_config): a refused leaderElection block is
+    reported and the replica does not elect until it is fixed; new timings are followed
+    without a restart."""
 
     def __init__(
         self,
         cfg: RuntimeConfig,
         api_client: client.ApiClient,
-        settings: ElectionSettings,
+        settings: ElectionSettings | None = None,
         queue_switch: QueueSwitch | None = None,
         workload_client: client.ApiClient | None = None,
     ):
@@ -237,14 +248,41 @@ class ReplicaRuntime:
         self.api_client = api_client
         # Where the Ingresses, Services, EndpointSlices and HAProxy pods are watched.
         self.workload_client = workload_client or api_client
-        self.settings = settings
         self.queue_switch = queue_switch or QueueSwitch(cfg.leader_queue)
-        self.store = KubeLeaseStore(api_client, cfg.namespace, settings.lease_name)
+        self.refusal: str | None = None
+        if settings is None:
+            settings, self.refusal = _initial_settings(api_client, cfg)
+        self.settings = settings
+        self.store: KubeLeaseStore | None = None
+        self.events: EventRecorder | None = None
+        self.elector: LeaderElector | None = None
+        self.supervisor: ElectionSupervisor | None = None
+        if settings is not None:
+            self._build_election(settings)
+        self.follower = ElectionConfigFollower(
+            api_client,
+            cfg.namespace,
+            cfg.template_name,
+            cfg.identity,
+            running=lambda: self.settings if self.elector is not None else None,
+            on_decision=self._follow,
+        )
+        self._electing = False
+        self._term: Term | None = None
+        self._work: TermWork | None = None
+        self._started_replica: list[_Component] = []
+        self._lock = threading.Lock()
+        self._shut_down = False
+
+    def _build_election(self, settings: ElectionSettings) -> None:
+        cfg = self.config
+        self.store = KubeLeaseStore(self.api_client, cfg.namespace, settings.lease_name)
+        store = self.store
         self.events = EventRecorder(
-            api_client, cfg.namespace, settings.lease_name, cfg.identity, lambda: self.store.uid
+            self.api_client, cfg.namespace, settings.lease_name, cfg.identity, lambda: store.uid
         )
         self.elector = LeaderElector(
-            self.store,
+            store,
             cfg.identity,
             settings.timing,
             callbacks=ElectionCallbacks(
@@ -255,11 +293,29 @@ class ReplicaRuntime:
             events=self.events,
         )
         self.supervisor = ElectionSupervisor(self.elector)
-        self._term: Term | None = None
-        self._work: TermWork | None = None
-        self._started_replica: list[_Component] = []
-        self._lock = threading.Lock()
-        self._shut_down = False
+
+    def _follow(self, decision: FollowDecision) -> None:
+        """A change of the template config's leaderElection block (informer thread)."""
+        with self._lock:
+            if self._shut_down:
+                return
+            if decision.action is Follow.START and decision.settings is not None:
+                self.settings, self.refusal = decision.settings, None
+                self._build_election(decision.settings)
+                self._start_electing()
+            elif decision.action is Follow.RETIME and decision.settings is not None:
+                assert self.elector is not None
+                self.settings = decision.settings
+                self.elector.set_timing(decision.settings.timing)
+
+    def _start_electing(self) -> None:
+        # Called with self._lock held.
+        if self._electing or self.supervisor is None:
+            return
+        self._electing = True
+        self.supervisor.start()
+        assert self.settings is not None
+        log.info("%s: elector started on lease %s", self.identity, self.settings.lease_name)
 
     @property
     def identity(self) -> str:
@@ -281,8 +337,11 @@ class ReplicaRuntime:
                 self._started_replica.append(component)
             except Exception:
                 log.exception("all-replica component %s failed to start", component.name)
-        self.supervisor.start()
-        log.info("%s: elector started on lease %s", self.identity, self.settings.lease_name)
+        with self._lock:
+            self._start_electing()
+        if self.refusal is not None:
+            log.error("%s: not electing: %s", self.identity, self.refusal)
+        self.follower.start()
 
     drain_timeout = 15.0
 
@@ -294,14 +353,17 @@ class ReplicaRuntime:
                 return
             self._shut_down = True
         self._drain()
-        self.supervisor.stop(timeout)
+        self.follower.stop()
+        if self._electing and self.supervisor is not None:
+            self.supervisor.stop(timeout)
         for component in reversed(self._started_replica):
             if component.stop is not None:
                 try:
                     component.stop(self)
                 except Exception:
                     log.exception("all-replica component %s failed to stop", component.name)
-        self.events.close()
+        if self.events is not None:
+            self.events.close()
 
     def _drain(self) -> None:
         work = self._work
@@ -440,13 +502,9 @@ class LeaderElectionStep(bootsteps.StartStopStep):
             cfg = RuntimeConfig.from_environment()
             _select_without(c, cfg.leader_queue)
             api_client = make_api_client(cfg.kubeconfig)
-            settings = _election_settings(api_client, cfg)
-            if not settings.enabled:
-                # Without a Lease there is no epoch to fence with; a single replica still
-                # wins its Lease at once, so electing costs nothing.
-                log.warning("leaderElection.enabled=false is not supported: electing anyway")
             workload = make_api_client(cfg.workload_kubeconfig) if cfg.workload_kubeconfig else None
-            _runtime = ReplicaRuntime(cfg, api_client, settings, workload_client=workload)
+            # Settings from the template config, followed while running (see ReplicaRuntime).
+            _runtime = ReplicaRuntime(cfg, api_client, workload_client=workload)
             _runtime.queue_switch.attach(c)
             pool = type(getattr(c, "pool", None)).__module__
             if "prefork" in pool:
@@ -468,19 +526,20 @@ class LeaderElectionStep(bootsteps.StartStopStep):
             _runtime.shutdown()
 
 
-def _election_settings(api_client: client.ApiClient, cfg: RuntimeConfig) -> ElectionSettings:
-    """The template config's election settings; defaults if they cannot be read.
+def _initial_settings(
+    api_client: client.ApiClient, cfg: RuntimeConfig
+) -> tuple[ElectionSettings | None, str | None]:
+    """The template config's election settings at start, or why there are none yet.
 
-    Falling back is safe: every replica judges a lease by the duration its holder recorded
-    and stops acting at its own renew deadline, so replicas with different timings still
-    never overlap; only the failover time differs."""
+    Never defaults in place of a refused block; an unreadable config is not a refusal
+    either: the follower's first list supplies the settings (the replica waits until then).
+    """
     try:
-        return load_election_settings(api_client, cfg.namespace, cfg.template_name, timeout=5.0)
+        obj = read_template_config(api_client, cfg.namespace, cfg.template_name, timeout=5.0)
     except Exception as exc:
-        log.error(
-            "cannot read election settings from %s: %s; using defaults", cfg.template_name, exc
-        )
-        return ElectionSettings()
+        return None, f"cannot read election settings from {cfg.template_name}: {exc}"
+    verdict = judge_election_config((obj or {}).get("spec"))
+    return verdict.settings, verdict.error
 
 
 def _select_without(c: Any, leader_queue: str) -> None:

@@ -771,6 +771,7 @@ class Store:
         if meta.get("name") not in (None, name):
             raise ApiError(400, "the name of the object does not match the name on the URL")
         want_rv = meta.pop("resourceVersion", None)
+        want_uid = meta.get("uid")
         for f in ("uid", "creationTimestamp", "managedFields", "generation", "namespace"):
             meta.pop(f, None)
         applied.pop("apiVersion", None)
@@ -793,6 +794,21 @@ class Store:
             return self.create(rt, ns, obj, manager, dry_run, managers=result.managers)
         if want_rv not in (None, "") and str(want_rv) != existing["metadata"]["resourceVersion"]:
             raise conflict(rt.plural, rt.group, name, STALE)
+        if want_uid not in (None, "") and want_uid != existing["metadata"].get("uid"):
+            # As the real server answers an applied configuration naming another object's
+            # uid: the uid is immutable, so the apply is refused (a uid precondition).
+            raise invalid(
+                rt.kind,
+                rt.group,
+                name,
+                [
+                    {
+                        "field": "metadata.uid",
+                        "reason": "FieldValueInvalid",
+                        "message": f'Invalid value: "{want_uid}": field is immutable',
+                    }
+                ],
+            )
         live = _without_managed(existing)
         managers = ssa.parse_managed(existing["metadata"].get("managedFields"))
         result = ssa.server_side_apply(

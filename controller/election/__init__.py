@@ -3,7 +3,9 @@
 Small modules with one job each, after client-go's leaderelection:
 timing (settings and defaults), record (what is on the Lease), decisions (pure: expiry,
 what to write, term validity), lease_store (Lease I/O), term (fencing token and live term),
-elector (one round), supervisor (rounds in a thread), events, metrics, identity.
+elector (one round), supervisor (rounds in a thread), events, metrics, identity, and
+template_config (the settings from the HAProxyTemplateConfig: refused when invalid,
+followed without a restart).
 """
 
 from controller.election.elector import ElectionCallbacks, LeaderElector

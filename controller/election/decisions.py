@@ -110,7 +110,8 @@ def decide(
             "no lease yet",
         )
     if record.holder == identity and my_epoch is not None and record.epoch == my_epoch:
-        return Decision(Action.RENEW, renew_record(record, wall), "renewing our term")
+        renewed = renew_record(record, wall, lease_duration_seconds)
+        return Decision(Action.RENEW, renewed, "renewing our term")
     if record.holder == identity:
         return Decision(
             Action.ACQUIRE,
@@ -144,9 +145,10 @@ def acquire_record(
     )
 
 
-def renew_record(current: LeaseRecord, wall: datetime) -> LeaseRecord:
-    """Extend the term: only renewTime changes (the epoch never does within a term)."""
-    return replace(current, renew_time=wall)
+def renew_record(current: LeaseRecord, wall: datetime, lease_duration_seconds: int) -> LeaseRecord:
+    """Extend the term: renewTime, and the duration of the timings in force (they follow the
+    template config); the epoch never changes within a term."""
+    return replace(current, renew_time=wall, lease_duration_seconds=lease_duration_seconds)
 
 
 def release_record(current: LeaseRecord, wall: datetime) -> LeaseRecord:

@@ -18,7 +18,12 @@ from typing import Protocol
 from controller.election import decisions
 from controller.election.clock import SYSTEM_CLOCK, Clock
 from controller.election.decisions import Action, Observation
-from controller.election.events import BECAME_LEADER, LOST_LEADERSHIP, NEW_LEADER_OBSERVED
+from controller.election.events import (
+    BECAME_LEADER,
+    LEADER_ELECTION_STARTED,
+    LOST_LEADERSHIP,
+    NEW_LEADER_OBSERVED,
+)
 from controller.election.lease_store import LeaseConflict, LeaseStore, LeaseUnavailable
 from controller.election.metrics import ElectionMetrics
 from controller.election.record import InvalidEpoch, LeaseRecord
@@ -128,7 +133,17 @@ class LeaderElector:
 
     # -- one attempt (client-go's tryAcquireOrRenew) -----------------------------------
 
+    def set_timing(self, timing: ElectionTiming) -> None:
+        """Follow new timings (the template config changed) without a restart. Safe at any
+        moment: each attempt works from one snapshot, so the leaseDuration a write records
+        and the renew deadline that write extends the term by always belong together, and
+        followers judge a Lease by the duration its holder recorded."""
+        if timing != self.timing:
+            log.info("%s: election timings now %s", self.identity, timing)
+            self.timing = timing
+
     def try_acquire_or_renew(self) -> Attempt:
+        timing = self.timing  # one snapshot per attempt (see set_timing)
         term = self._term
         now = self.clock.monotonic()
         if term is not None:
@@ -136,7 +151,7 @@ class LeaderElector:
             if budget <= 0:
                 return Attempt.FAILED
         else:
-            budget = self.timing.renew_deadline
+            budget = timing.renew_deadline
         deadline = now + budget
 
         record = self._renewable_record(term)
@@ -155,7 +170,7 @@ class LeaderElector:
             observation,
             self.clock.monotonic(),
             self.clock.wall(),
-            self.timing.lease_duration_seconds,
+            timing.lease_duration_seconds,
             epoch_floor=self._highest_epoch,
         )
         if decision.action is Action.WAIT:
@@ -179,7 +194,7 @@ class LeaderElector:
             self._stale()
             return Attempt.FAILED
         self._observe(written, self.clock.monotonic())
-        valid_until = decisions.term_valid_until(sent_at, self.timing.renew_deadline)
+        valid_until = decisions.term_valid_until(sent_at, timing.renew_deadline)
         if decision.action is Action.RENEW:
             assert term is not None
             term.extend(valid_until)
@@ -221,6 +236,16 @@ class LeaderElector:
                 )
 
     # -- a round: acquire, lead, end -------------------------------------------------
+
+    def election_started(self) -> None:
+        """Report that this replica begins to compete (seed 003's LeaderElectionStarted:
+        identity, Lease name and namespace), once per process, before the first round."""
+        where = f"{self.store.namespace}/{self.store.name}"
+        log.info("%s: leader election started on lease %s", self.identity, where)
+        if self.events is not None:
+            self.events.record(
+                LEADER_ELECTION_STARTED, f"{self.identity} started leader election on {where}"
+            )
 
     def run(self, stop: threading.Event) -> str:
         """Run one election round; returns why it ended ("stopped" if never leader)."""

@@ -1,4 +1,4 @@
-"""Kubernetes Events on the leader Lease, sent from a background thread.
+"""Kubernetes Events on the leader Lease (or another object), sent from a background thread.
 
 The elector must never wait on an Event write: on a lost lease the API server may be the
 thing that is down, and the leader work has to stop on time regardless.
@@ -17,6 +17,7 @@ from kubernetes import client
 
 log = logging.getLogger(__name__)
 
+LEADER_ELECTION_STARTED = "LeaderElectionStarted"
 BECAME_LEADER = "BecameLeader"
 LOST_LEADERSHIP = "LostLeadership"
 NEW_LEADER_OBSERVED = "NewLeaderObserved"
@@ -33,10 +34,15 @@ class EventRecorder:
         identity: str,
         lease_uid: Callable[[], str | None] = lambda: None,
         timeout: float = 5.0,
+        *,
+        kind: str = "Lease",
+        api_version: str = "coordination.k8s.io/v1",
     ):
         self.api = client.CoreV1Api(api_client)
         self.namespace = namespace
-        self.lease_name = lease_name
+        self.lease_name = lease_name  # the involved object's name
+        self.kind = kind
+        self.api_version = api_version
         self.identity = identity
         self._lease_uid = lease_uid
         self._timeout = timeout
@@ -89,8 +95,8 @@ class EventRecorder:
                 name=f"{self.lease_name}.{uuid.uuid4().hex[:16]}", namespace=self.namespace
             ),
             involved_object=client.V1ObjectReference(
-                api_version="coordination.k8s.io/v1",
-                kind="Lease",
+                api_version=self.api_version,
+                kind=self.kind,
                 name=self.lease_name,
                 namespace=self.namespace,
                 uid=self._lease_uid(),

@@ -40,6 +40,7 @@ class ElectionSupervisor:
         return self._stop.is_set()
 
     def _run(self) -> None:
+        self.elector.election_started()
         while not self._stop.is_set():
             self.rounds += 1
             try:

@@ -60,9 +60,12 @@ class Term:
         return self._valid_until
 
     def extend(self, valid_until: float) -> None:
+        """The validity the latest renewal gives. It replaces the earlier one, even when it
+        is shorter: after the timings shrank, the latest write recorded a shorter lease,
+        and followers may take over by that one."""
         with self._lock:
             if not self._ended.is_set():
-                self._valid_until = max(self._valid_until, valid_until)
+                self._valid_until = valid_until
 
     def is_valid(self) -> bool:
         return not self._ended.is_set() and self._clock.monotonic() < self._valid_until

@@ -42,6 +42,7 @@ CFG = Kind("HAProxyCfg", f"/apis/{GROUP}/{VERSION}", "haproxycfgs", True)
 MAP = Kind("HAProxyMapFile", f"/apis/{GROUP}/{VERSION}", "haproxymapfiles", True)
 GENERAL = Kind("HAProxyGeneralFile", f"/apis/{GROUP}/{VERSION}", "haproxygeneralfiles", True)
 CRTLIST = Kind("HAProxyCRTListFile", f"/apis/{GROUP}/{VERSION}", "haproxycrtlistfiles", True)
+LEASE = Kind("Lease", "/apis/coordination.k8s.io/v1", "leases", False)
 
 
 class Kube:

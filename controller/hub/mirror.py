@@ -21,6 +21,7 @@ from controller.hub.kube import (
     CFG,
     CRTLIST,
     GENERAL,
+    LEASE,
     MAP,
     SECRET,
     TEMPLATE,
@@ -28,6 +29,12 @@ from controller.hub.kube import (
     Kube,
     WatchStream,
 )
+from controller.retained.intent import (
+    INTENT_ANNOTATION,
+    MIRRORED_INTENT_ANNOTATION,
+    parse_intent,
+)
+from controller.retained.store import retained_lease_name
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +46,10 @@ KIND_API: dict[str, Kind] = {
     rules.CRTLIST: CRTLIST,
     rules.SECRET: SECRET,
 }
-# Only checkpoints are read among HAProxyCfgs: the Active's ordinary publication is its own.
-REMOTE_SELECTORS = {rules.CFG: f"{rules.ROLE_LABEL}={rules.CHECKPOINT_ROLE}"}
+# Among HAProxyCfgs only checkpoints and the ordinary one (for its pointers) are read.
+REMOTE_SELECTORS = {
+    rules.CFG: f"{rules.ROLE_LABEL} in ({rules.CHECKPOINT_ROLE},{rules.PUBLISHED_ROLE})"
+}
 
 
 class Mirror:
@@ -213,21 +222,25 @@ class Mirror:
             # Until every kind is listed, secrets and children are not yet decidable.
             return
         wanted = rules.wanted(snapshot, self.template_name)
+        # Every local copy's uid first: a copy is re-parented to copies of any kind.
+        local_items = {
+            kind: self.local.list(KIND_API[kind].collection(self.local_namespace)).get("items")
+            or []
+            for kind in rules.SYNC_ORDER
+        }
         uid_map: dict[str, str] = {}
-        for kind in rules.KINDS:
+        for items in local_items.values():
+            uid_map.update(rules.uid_map(items, self.source))
+        current = {k: {rules.meta(o)["name"]: o for o in v} for k, v in local_items.items()}
+        # A second look at the children: one owned by its checkpoint (published before
+        # sharing) gets its owner reference once the checkpoint's copy exists.
+        for kind in (*rules.SYNC_ORDER, *rules.CHILD_REFS):
             if self._stop.is_set():
                 return
+            self._apply_kind(kind, wanted[kind], current[kind], uid_map)
+        for kind in rules.SYNC_ORDER:
             api = KIND_API[kind]
-            local_items = self.local.list(api.collection(self.local_namespace)).get("items") or []
-            by_name = {rules.meta(o)["name"]: o for o in local_items}
-            uid_map.update(rules.uid_map(local_items, self.source))
-            for name, src in wanted[kind].items():
-                if self._stop.is_set():
-                    return
-                local_uid = self._apply(api, by_name.get(name), src, uid_map)
-                if local_uid:
-                    uid_map[rules.meta(src).get("uid", "")] = local_uid
-            for obj in rules.prune(local_items, set(wanted[kind]), self.source, synced):
+            for obj in rules.prune(local_items[kind], set(wanted[kind]), self.source, synced):
                 if self._stop.is_set():
                     return
                 m = rules.meta(obj)
@@ -238,7 +251,85 @@ class Mirror:
                 except ApiException as exc:
                     if exc.status not in (404, 409):
                         raise
+        if not self._stop.is_set():
+            self._sync_intent(uid_map)
         self.passes += 1
+
+    def _apply_kind(
+        self,
+        kind: str,
+        wanted: Mapping[str, Mapping[str, Any]],
+        current: dict[str, Any],
+        uid_map: dict[str, str],
+    ) -> None:
+        api = KIND_API[kind]
+        # Checkpoints before the ordinary HAProxyCfg whose pointers name their copies.
+        for name, src in sorted(wanted.items(), key=lambda item: item[0] == self.template_name):
+            if self._stop.is_set():
+                return
+            written = self._apply(api, current.get(name), src, uid_map)
+            if written is not None:
+                current[name] = written
+                uid_map[rules.meta(src).get("uid", "")] = rules.meta(written).get("uid", "")
+
+    def _sync_intent(self, uid_map: Mapping[str, str]) -> None:
+        """Carry the Active's deployment intent to the local retained-state Lease as the
+        mirrored-intent annotation: the floor the promoted side's first claim adopts. Only
+        that annotation is written (compare-and-swap); the local claim and intent stay."""
+        name = retained_lease_name(self.template_name)
+        remote = self._get(self.remote, LEASE.item(self.remote_namespace, name))
+        if remote is None:
+            return
+        text = rules.local_intent(rules.annotations(remote).get(INTENT_ANNOTATION), uid_map)
+        if text is None:
+            return
+        floor = parse_intent(text)
+        assert floor is not None
+        local = self._get(self.local, LEASE.item(self.local_namespace, name))
+        if local is None:
+            owner = {
+                "apiVersion": f"{rules.TEMPLATE_GROUP}/v1alpha1",
+                "kind": rules.TEMPLATE,
+                "name": self.template_name,
+                "uid": floor.template_uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {
+                    "name": name,
+                    "namespace": self.local_namespace,
+                    "ownerReferences": [owner],
+                    "annotations": {MIRRORED_INTENT_ANNOTATION: text},
+                },
+                "spec": {},
+            }
+            self.local.create(LEASE.collection(self.local_namespace), body)
+            return
+        current = rules.annotations(local)
+        adopted = parse_intent(current.get(INTENT_ANNOTATION))
+        if current.get(MIRRORED_INTENT_ANNOTATION) == text or (
+            adopted is not None and adopted.names(floor.plan_id, floor.checksum)
+        ):
+            return  # carried already, or already adopted by a claim
+        body = copy.deepcopy(dict(local))
+        body["metadata"]["annotations"] = {**current, MIRRORED_INTENT_ANNOTATION: text}
+        try:
+            self.local.replace(LEASE.item(self.local_namespace, name), body)
+        except ApiException as exc:
+            if exc.status != 409:  # a claim raced us: the next pass carries it
+                raise
+
+    @staticmethod
+    def _get(kube: Kube, path: str) -> dict[str, Any] | None:
+        try:
+            return kube.get(path)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def _apply(
         self,
@@ -246,17 +337,21 @@ class Mirror:
         local: Mapping[str, Any] | None,
         src: Mapping[str, Any],
         uid_map: Mapping[str, str],
-    ) -> str | None:
-        """Create or update one copy; the local uid of our copy, or None if foreign."""
+    ) -> Mapping[str, Any] | None:
+        """Create or update one copy; our copy as written, or None if foreign."""
         desired = rules.to_local(src, self.source, self.local_namespace, uid_map)
-        status = copy.deepcopy(src.get("status")) if api.status_subresource else None
+        status = (
+            rules.local_status(api.name, src.get("status"), uid_map)
+            if api.status_subresource
+            else None
+        )
         action = rules.decide(local, desired, status, self.source, api.status_subresource)
         name = desired["metadata"]["name"]
         if action is rules.Action.FOREIGN:
             log.info("mirror: %s %s exists unlabelled here; never overwritten", api.name, name)
             return None
         if action is rules.Action.UNCHANGED:
-            return rules.meta(local or {}).get("uid")
+            return local
         if action is rules.Action.CREATE:
             written = self.local.create(api.collection(self.local_namespace), desired)
         elif action is rules.Action.UPDATE:
@@ -267,4 +362,4 @@ class Mirror:
         if status and api.status_subresource and written.get("status") != status:
             body = {**written, "status": status}
             written = self.local.replace(api.item(self.local_namespace, name) + "/status", body)
-        return rules.meta(written).get("uid")
+        return written

@@ -3,12 +3,21 @@
 The conflict guard is the load-bearing rule: an object in the Standby's cluster that does not
 carry our exact `mirrored-from` label was not made by this mirror, so it is never
 overwritten and never deleted.
+
+What recovery needs travels too (issue 15, 2.10): checkpoints and their children are
+re-parented to the local template (owner references, the template-uid label, spec.templateUID
+and the children's uids in spec.auxiliaryFiles), their bytes and content checksum unchanged;
+the ordinary HAProxyCfg carries the status.retainedConfigs pointers, re-pointed at the local
+copies; and the Active's deployment intent becomes the `mirrored-intent` annotation of the
+local retained-state Lease, the floor the promoted side's first claim adopts.
 """
 
 from __future__ import annotations
 
 import copy
 import enum
+import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -17,6 +26,11 @@ SOURCE_RV_ANNOTATION = "haproxy-haptic.org/mirrored-resource-version"
 SOURCE_UID_ANNOTATION = "haproxy-haptic.org/mirrored-uid"
 ROLE_LABEL = "haproxy-haptic.org/role"
 CHECKPOINT_ROLE = "checkpoint"
+PUBLISHED_ROLE = "published"
+TEMPLATE_UID_LABEL = "haproxy-haptic.org/template-uid"
+TEMPLATE_GROUP = "haproxy-haptic.org"
+# The local uids a copy was re-parented to: a change (a child recreated here) rewrites it.
+LOCAL_REFS_ANNOTATION = "haproxy-haptic.org/mirrored-local-refs"
 
 TEMPLATE, CFG, MAP, GENERAL, CRTLIST, SECRET = (
     "HAProxyTemplateConfig",
@@ -26,8 +40,11 @@ TEMPLATE, CFG, MAP, GENERAL, CRTLIST, SECRET = (
     "HAProxyCRTListFile",
     "Secret",
 )
-# Owners before dependents, so a dependent's ownerReference can name its owner's local copy.
 KINDS = (TEMPLATE, CFG, MAP, GENERAL, CRTLIST, SECRET)
+# The template first (every copy is re-parented to it), children before the checkpoints that
+# name their uids; a child owned by its checkpoint (published before sharing) gets its owner
+# reference on the next pass, once the checkpoint's copy exists.
+SYNC_ORDER = (TEMPLATE, MAP, GENERAL, CRTLIST, SECRET, CFG)
 CHILD_REFS = {MAP: "mapFiles", GENERAL: "generalFiles", CRTLIST: "crtListFiles"}
 # Server-assigned or cluster-specific metadata that must not travel between clusters.
 _DROPPED_META = {
@@ -82,6 +99,10 @@ def wanted(snapshot: Snapshot, template_name: str) -> dict[str, dict[str, Obj]]:
         if labels(obj).get(ROLE_LABEL) == CHECKPOINT_ROLE
     }
     out[CFG] = dict(checkpoints)
+    # The ordinary HAProxyCfg, for its status.retainedConfigs pointers (recovery reads them).
+    ordinary = snapshot.get(CFG, {}).get(template_name)
+    if ordinary is not None and labels(ordinary).get(ROLE_LABEL) == PUBLISHED_ROLE:
+        out[CFG][template_name] = ordinary
     owner_uids = {meta(obj).get("uid") for obj in checkpoints.values()} - {None}
     referenced: dict[str, set[str]] = {kind: set() for kind in CHILD_REFS}
     for obj in checkpoints.values():
@@ -117,7 +138,8 @@ def owner_refs(source_obj: Mapping[str, Any], uid_map: Mapping[str, str]) -> lis
 def to_local(
     source_obj: Mapping[str, Any], source: str, namespace: str, uid_map: Mapping[str, str]
 ) -> Obj:
-    """The local copy's body (without status): labelled, annotated with the source version."""
+    """The local copy's body (without status): labelled, annotated with the source version,
+    re-parented to the local copies (see `reparent`)."""
     body = {k: copy.deepcopy(v) for k, v in source_obj.items() if k not in ("metadata", "status")}
     m = {k: copy.deepcopy(v) for k, v in meta(source_obj).items() if k not in _DROPPED_META}
     m["namespace"] = namespace
@@ -131,7 +153,70 @@ def to_local(
     if refs:
         m["ownerReferences"] = refs
     body["metadata"] = m
+    used = reparent(body, uid_map)
+    m["annotations"][LOCAL_REFS_ANNOTATION] = _digest(sorted(used | {r["uid"] for r in refs}))
     return body
+
+
+def reparent(body: Obj, uid_map: Mapping[str, str]) -> set[str]:
+    """Re-point the template uid (label, spec.templateUID) and the children's uids in
+    spec.auxiliaryFiles at the local copies, in place; the bytes, names and content
+    checksum stay as they are, so every integrity check still holds. Returns the local
+    uids used. An unknown uid is left as it is: recovery refuses it until a later pass."""
+    used: set[str] = set()
+
+    def local(uid: Any) -> Any:
+        mapped = uid_map.get(uid) if isinstance(uid, str) else None
+        if mapped:
+            used.add(mapped)
+            return mapped
+        return uid
+
+    m = body.get("metadata") or {}
+    if TEMPLATE_UID_LABEL in (m.get("labels") or {}):
+        m["labels"][TEMPLATE_UID_LABEL] = local(m["labels"][TEMPLATE_UID_LABEL])
+    spec = body.get("spec")
+    if isinstance(spec, dict):
+        if "templateUID" in spec:
+            spec["templateUID"] = local(spec["templateUID"])
+        for entries in (spec.get("auxiliaryFiles") or {}).values():
+            for ref in entries or ():
+                if isinstance(ref, dict) and "uid" in ref:
+                    ref["uid"] = local(ref["uid"])
+    return used
+
+
+def local_status(kind: str, status: Any, uid_map: Mapping[str, str]) -> Any:
+    """The status a copy gets: the pointers of an ordinary HAProxyCfg name the local copies
+    of the checkpoints (a pointer whose copy does not exist yet is left out until then)."""
+    status = copy.deepcopy(status)
+    if kind != CFG or not isinstance(status, dict) or "retainedConfigs" not in status:
+        return status
+    status["retainedConfigs"] = [
+        {**p, "uid": uid_map[p.get("uid", "")]}
+        for p in status.get("retainedConfigs") or []
+        if uid_map.get(p.get("uid", ""))
+    ]
+    return status
+
+
+def local_intent(raw: str | None, uid_map: Mapping[str, str]) -> str | None:
+    """The Active's deployment intent, re-parented to the local template, as the text of
+    the local retained-state Lease's mirrored-intent annotation (None: nothing to carry)."""
+    try:
+        data = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not data.get("planID") or not data.get("checksum"):
+        return None
+    local_uid = uid_map.get(str(data.get("templateUID", "")))
+    if not local_uid:
+        return None  # the template's copy does not exist yet
+    return json.dumps({**data, "templateUID": local_uid}, sort_keys=True)
+
+
+def _digest(values: Iterable[str]) -> str:
+    return hashlib.sha256("\0".join(values).encode()).hexdigest()[:16]
 
 
 class Action(enum.Enum):
@@ -153,8 +238,9 @@ def decide(
         return Action.CREATE
     if not is_ours(local, source):
         return Action.FOREIGN
-    same_version = annotations(local).get(SOURCE_RV_ANNOTATION) == annotations(desired).get(
-        SOURCE_RV_ANNOTATION
+    same_version = all(
+        annotations(local).get(key) == annotations(desired).get(key)
+        for key in (SOURCE_RV_ANNOTATION, LOCAL_REFS_ANNOTATION)
     )
     same_owners = (meta(local).get("ownerReferences") or []) == (
         meta(desired).get("ownerReferences") or []

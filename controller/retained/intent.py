@@ -12,6 +12,7 @@ term's claim and reads the leader-election Lease before and after the write.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, replace
 from typing import Any
@@ -19,6 +20,12 @@ from typing import Any
 CLAIM_ANNOTATION = "haproxy-haptic.org/claim"
 INTENT_ANNOTATION = "haproxy-haptic.org/deployment-intent"
 EPOCH_ANNOTATION = "haproxy-haptic.org/epoch"
+# On the retained-state Lease: the digest of the earlier release's copy a claim adopted, so
+# a copy whose removal failed is removed by a later claim but never adopted again.
+ADOPTED_COPY_ANNOTATION = "haproxy-haptic.org/adopted-legacy-copy"
+# On a Standby's retained-state Lease: the Active's last intent, carried by the hub's mirror
+# (controller/hub/mirror.py), re-parented to the local template. A claim adopts it as a floor.
+MIRRORED_INTENT_ANNOTATION = "haproxy-haptic.org/mirrored-intent"
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,8 @@ class RetainedState:
 
     claim: Claim | None = None
     intent: DeploymentIntent | None = None
+    adopted_copy: str | None = None  # digest of the legacy copy adopted last
+    mirrored_intent: DeploymentIntent | None = None  # the Active's, not yet adopted
 
 
 @dataclass(frozen=True)
@@ -106,7 +115,13 @@ def retained_state_from_annotations(annotations: dict[str, str] | None) -> Retai
     return RetainedState(
         claim=parse_claim(annotations.get(CLAIM_ANNOTATION)),
         intent=parse_intent(annotations.get(INTENT_ANNOTATION)),
+        adopted_copy=annotations.get(ADOPTED_COPY_ANNOTATION) or None,
+        mirrored_intent=parse_intent(annotations.get(MIRRORED_INTENT_ANNOTATION)),
     )
+
+
+def legacy_copy_digest(raw: str) -> str:
+    return "sha256:" + hashlib.sha256(raw.encode()).hexdigest()
 
 
 def claim_annotation(claim: Claim) -> str:
@@ -228,9 +243,13 @@ def confirm_after_write(leader_after: LeaderView, term: Term) -> Refusal | None:
 class LegacyAdoption:
     """What a claim does with a copy an earlier release left on the leader-election Lease."""
 
-    intent: DeploymentIntent | None  # the intent to keep on the retained-state Lease
+    state: RetainedState  # what the claim writes to the retained-state Lease
     remove_copy: bool
     adopted: bool
+
+    @property
+    def intent(self) -> DeploymentIntent | None:
+        return self.state.intent
 
 
 def adopt_legacy_copy(
@@ -239,11 +258,40 @@ def adopt_legacy_copy(
     """Upgrade path (seed, "Upgrade"): every claim removes the copy; a present copy was
     written after the last claim by an older leader. A valid copy with a plan for the same
     template supersedes the retained intent; a copy with no plan preserves it; an unreadable
-    copy adopts no plan."""
+    copy adopts no plan.
+
+    The seed's premise fails when a removal fails (a renewal raced it): the copy then
+    outlives its claim. The adopting claim records the copy's digest in the same write, so
+    the copy a claim adopted is never adopted again over a newer intent, only removed."""
     if copy_raw is None:
-        return LegacyAdoption(intent=stored.intent, remove_copy=False, adopted=False)
+        return LegacyAdoption(stored, remove_copy=False, adopted=False)
+    digest = legacy_copy_digest(copy_raw)
     copy = parse_intent(copy_raw)
-    if copy is None or (copy.template_uid and copy.template_uid != template_uid):
-        return LegacyAdoption(intent=stored.intent, remove_copy=True, adopted=False)
+    if (
+        copy is None
+        or (copy.template_uid and copy.template_uid != template_uid)
+        or stored.adopted_copy == digest
+    ):
+        return LegacyAdoption(stored, remove_copy=True, adopted=False)
     adopted = replace(copy, template_uid=copy.template_uid or template_uid)
-    return LegacyAdoption(intent=adopted, remove_copy=True, adopted=True)
+    return LegacyAdoption(
+        replace(stored, intent=adopted, adopted_copy=digest), remove_copy=True, adopted=True
+    )
+
+
+def adopt_mirrored_intent(stored: RetainedState, template_uid: str) -> RetainedState:
+    """Cross-cluster promotion (seed 004 with ADR-0033): the Active's last intent, mirrored
+    here, is a floor the claim adopts, so the promoted side never recovers a checkpoint
+    older than what the Active last promised. The claim consumes it (the annotation goes in
+    the same write). An intent of this side's own, recorded at a higher epoch, is newer and
+    is kept: this side records only after a promotion, and its epochs are then above every
+    epoch of the Active. A floor for another template adopts nothing."""
+    floor = stored.mirrored_intent
+    if floor is None:
+        return stored
+    consumed = replace(stored, mirrored_intent=None)
+    if floor.template_uid != template_uid:
+        return consumed
+    if stored.intent is not None and stored.intent.epoch > floor.epoch:
+        return consumed
+    return replace(consumed, intent=floor)

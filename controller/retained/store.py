@@ -9,7 +9,7 @@ Every request is bounded by a timeout.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,15 +18,18 @@ from kubernetes.client.exceptions import ApiException
 
 from controller.retained.checkpoint import TemplateRef
 from controller.retained.intent import (
+    ADOPTED_COPY_ANNOTATION,
     CLAIM_ANNOTATION,
     EPOCH_ANNOTATION,
     INTENT_ANNOTATION,
+    MIRRORED_INTENT_ANNOTATION,
     DeploymentIntent,
     LeaderView,
     Refusal,
     RetainedState,
     Term,
     adopt_legacy_copy,
+    adopt_mirrored_intent,
     claim_annotation,
     confirm_after_write,
     decide_claim,
@@ -59,6 +62,9 @@ class ClaimResult:
     term: Term  # the epoch may have been lifted by Reclaim
     state: RetainedState
     adopted_legacy_intent: bool
+    # An earlier release's copy is still on the leader-election Lease: its removal failed.
+    # It is already adopted (state.adopted_copy); a later claim only removes it.
+    legacy_copy_pending: bool = False
 
 
 class RetainedStateStore:
@@ -122,9 +128,13 @@ class RetainedStateStore:
         return retained_state_from_annotations(annotations), lease
 
     def read_intent(self) -> DeploymentIntent | None:
-        """For recovery and the drain check: read the intent before the leader Lease."""
-        state, _ = self.read_retained()
-        return state.intent
+        """For recovery and the drain check: read the intent before the leader Lease.
+        A read only: a missing Lease holds no intent, and only a claim creates it."""
+        lease = self._read(self.name, self.template.namespace)
+        if lease is None:
+            return None
+        annotations = (lease.get("metadata") or {}).get("annotations") or {}
+        return retained_state_from_annotations(annotations).intent
 
     # -- writes --------------------------------------------------------------------------
 
@@ -134,6 +144,10 @@ class RetainedStateStore:
         annotations = dict(metadata.get("annotations") or {})
         if state.claim is not None:
             annotations[CLAIM_ANNOTATION] = claim_annotation(state.claim)
+        if state.adopted_copy is not None:
+            annotations[ADOPTED_COPY_ANNOTATION] = state.adopted_copy
+        if state.mirrored_intent is None:
+            annotations.pop(MIRRORED_INTENT_ANNOTATION, None)  # adopted or dropped
         stored = retained_state_from_annotations(annotations)
         if state.intent is not None and state.intent != stored.intent:
             # Rewritten only when it changes, so recordedAt says when this intent was recorded.
@@ -161,18 +175,19 @@ class RetainedStateStore:
             adoption = adopt_legacy_copy(
                 decision, copy_raw.get(INTENT_ANNOTATION), self.template.uid
             )
-            new_state = replace(decision, intent=adoption.intent)
+            new_state = adopt_mirrored_intent(adoption.state, self.template.uid)
             try:
-                if new_state != stored or adoption.adopted:
+                if new_state != stored:
                     self._write_retained(lease, new_state)
             except ApiException as exc:
                 if exc.status == 409:
                     continue
                 raise
+            pending = False
             if adoption.remove_copy and leader_lease is not None:
-                # Only after the intent is safe on the retained-state Lease.
-                self._remove_legacy_copy(leader_lease, term)
-            return ClaimResult(term, new_state, adoption.adopted)
+                # Only after the intent (and the copy's digest) is safe on the retained Lease.
+                pending = not self._remove_legacy_copy(leader_lease, term)
+            return ClaimResult(term, new_state, adoption.adopted, pending)
         raise IntentRefused("claim lost the compare-and-swap race repeatedly")
 
     def _lift_epoch(self, leader_lease: dict[str, Any] | None, term: Term, epoch: int) -> Term:
@@ -193,22 +208,37 @@ class RetainedStateStore:
         log.warning("reclaimed epoch %d after the leader Lease counter regressed", epoch)
         return Term(term.holder, epoch)
 
-    def _remove_legacy_copy(self, leader_lease: dict[str, Any], term: Term) -> None:
-        if confirm_after_write(leader_view_from_lease(leader_lease), term) is not None:
-            return
-        body = dict(leader_lease)
-        metadata = dict(body["metadata"])
-        annotations = dict(metadata.get("annotations") or {})
-        annotations.pop(INTENT_ANNOTATION, None)
-        metadata["annotations"] = annotations
-        body["metadata"] = metadata
-        try:
-            self._api.replace_namespaced_lease(
-                self.leader_lease_name, self.leader_namespace, body, _request_timeout=self.timeout
-            )
-        except ApiException as exc:
-            # A renewal raced us; the next claim removes it (the copy is already adopted).
-            log.info("legacy intent copy not removed (HTTP %s); retried next claim", exc.status)
+    def _remove_legacy_copy(self, leader_lease: dict[str, Any], term: Term) -> bool:
+        """Remove the copy by compare-and-swap on the leader-election Lease while it names
+        this term; re-read after a conflict (a renewal raced us). True when it is gone."""
+        for _ in range(CAS_ATTEMPTS):
+            if confirm_after_write(leader_view_from_lease(leader_lease), term) is not None:
+                return False
+            body = dict(leader_lease)
+            metadata = dict(body["metadata"])
+            annotations = dict(metadata.get("annotations") or {})
+            if annotations.pop(INTENT_ANNOTATION, None) is None:
+                return True
+            metadata["annotations"] = annotations
+            body["metadata"] = metadata
+            try:
+                self._api.replace_namespaced_lease(
+                    self.leader_lease_name,
+                    self.leader_namespace,
+                    body,
+                    _request_timeout=self.timeout,
+                )
+                return True
+            except ApiException as exc:
+                if exc.status != 409:
+                    break
+            _, leader_lease = self.read_leader()
+            if leader_lease is None:
+                return True
+        # Already adopted (its digest is on the retained-state Lease): a later claim removes
+        # it and never adopts it again.
+        log.warning("legacy intent copy not removed; a later claim removes it")
+        return False
 
     def record_intent(
         self, term: Term, plan_id: str, checksum: str, only_if_named: bool = False

@@ -35,6 +35,21 @@ def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture
+def registries() -> Iterator[None]:
+    """Empty component registries for a ReplicaRuntime under test, restored afterwards."""
+    from controller.worker import LeaderComponents, ReplicaComponents
+
+    saved = (LeaderComponents.registered(), ReplicaComponents.registered())
+    LeaderComponents.clear()
+    ReplicaComponents.clear()
+    yield
+    LeaderComponents.clear()
+    ReplicaComponents.clear()
+    LeaderComponents._components.extend(saved[0])
+    ReplicaComponents._components.extend(saved[1])
+
+
+@pytest.fixture
 def lease_name() -> str:
     return f"haptic-leader-{uuid.uuid4().hex[:8]}"
 

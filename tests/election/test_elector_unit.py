@@ -258,3 +258,39 @@ def test_no_two_terms_overlap_and_epochs_increase(
         if earlier.ended_at is not None:
             end = min(end, earlier.ended_at)
         assert later.started_at >= end, f"{earlier} could act while {later} started"
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 12), st.sampled_from([(2.0, 1.5, 0.3), (12.0, 9.0, 1.0)])),
+        min_size=1,
+        max_size=4,
+    )
+)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_timings_changed_at_any_moment_never_outlast_the_written_lease(
+    changes: list[tuple[int, tuple[float, float, float]]],
+) -> None:
+    """Issue 15, 2.12: timings follow the template config while the elector runs. Whatever
+    request a change lands in, a term's validity never outlasts the leaseDuration written
+    by the write that extended it (followers judge by that duration)."""
+    clock = FakeClock()
+    store = FakeLeaseStore(clock)
+    a = elector(store, clock, "a", Recorder())
+    at = {call: ElectionTiming(*timing) for call, timing in changes}
+    calls = itertools.count()
+
+    def fates() -> tuple[float, float, str]:
+        timing = at.get(next(calls))
+        if timing is not None:
+            a.set_timing(timing)  # lands while the request is in flight
+        return (0.01, 0.01, "ok")
+
+    store.fates = fates
+    for _ in range(14):
+        a.try_acquire_or_renew()
+        term = a.term
+        if term is not None and store.writes:
+            applied_at, record = store.writes[-1]
+            assert term.valid_until < applied_at + record.lease_duration_seconds
+        clock.advance(0.2)

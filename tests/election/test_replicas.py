@@ -150,7 +150,7 @@ def test_lease_events_are_recorded(
             if e.involved_object.name == lease_name and e.involved_object.kind == "Lease"
         }
 
-    wanted = {"BecameLeader", "LostLeadership", "NewLeaderObserved"}
+    wanted = {"LeaderElectionStarted", "BecameLeader", "LostLeadership", "NewLeaderObserved"}
     try:
         wait_for(lambda: wanted <= reasons(), timeout=10)
     except AssertionError:

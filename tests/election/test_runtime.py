@@ -6,7 +6,6 @@ once per process."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,18 +18,6 @@ from tests.election.conftest import NAMESPACE, wait_for
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 
 TIMING = ElectionTiming(lease_duration=3.0, renew_deadline=1.5, retry_period=0.3)
-
-
-@pytest.fixture
-def registries() -> Iterator[None]:
-    saved = (LeaderComponents.registered(), ReplicaComponents.registered())
-    LeaderComponents.clear()
-    ReplicaComponents.clear()
-    yield
-    LeaderComponents.clear()
-    ReplicaComponents.clear()
-    LeaderComponents._components.extend(saved[0])
-    ReplicaComponents._components.extend(saved[1])
 
 
 def test_components_follow_terms(api_server: Any, lease_name: str, registries: None) -> None:

@@ -256,25 +256,28 @@ def test_blackholed_active_api_server_promotes_within_budget(clusters, pair) -> 
     a.api.clear_faults()
 
 
-def test_guards_abort_without_disarming_through_the_api(clusters, pair) -> None:
-    _a, b = clusters
-    _armed(pair)
-    # The Standby's own API server fails its Lease reads (5xx) while the Active dies: each
-    # candidate tick is refused as self_unhealthy, and nothing is disarmed.
-    b.api.add_fault(path_regex="/leases/", status=503)
-    pair.active.stop(release=False)
-    wait_for(lambda: pair.metrics.aborts("self_unhealthy") >= 2, timeout=30)
-    assert not pair.standby.promoted and not pair.standby.fence.is_open()
-    assert pair.standby.mirror.running  # the guards run before the mirror is touched
-    assert pair.standby.tracker.snapshot().retained is not None
-    events = client.CoreV1Api(pair.b_client).list_namespaced_event(pair.ns).items
-    assert any(e.reason == "PromotionAborted" and e.type == "Warning" and
-               "self_unhealthy" in e.message for e in events)  # fmt: skip
-    # Our API server recovers: the still-armed Standby promotes on a following tick.
-    b.api.clear_faults()
-    wait_for(lambda: pair.standby.promoted, timeout=30)
-    assert pair.standby.fence.is_open()
-    assert pair.metrics.failovers() == 1
+class TestGuardsAbort_DoesNotDisarm:
+    """Seed 004 through the API servers: self_unhealthy aborts keep the Standby armed."""
+
+    def test_through_the_api(self, clusters, pair) -> None:
+        _a, b = clusters
+        _armed(pair)
+        # The Standby's own API server fails its Lease reads (5xx) while the Active dies: each
+        # candidate tick is refused as self_unhealthy, and nothing is disarmed.
+        b.api.add_fault(path_regex="/leases/", status=503)
+        pair.active.stop(release=False)
+        wait_for(lambda: pair.metrics.aborts("self_unhealthy") >= 2, timeout=30)
+        assert not pair.standby.promoted and not pair.standby.fence.is_open()
+        assert pair.standby.mirror.running  # the guards run before the mirror is touched
+        assert pair.standby.tracker.snapshot().retained is not None
+        events = client.CoreV1Api(pair.b_client).list_namespaced_event(pair.ns).items
+        assert any(e.reason == "PromotionAborted" and e.type == "Warning" and
+                   "self_unhealthy" in e.message for e in events)  # fmt: skip
+        # Our API server recovers: the still-armed Standby promotes on a following tick.
+        b.api.clear_faults()
+        wait_for(lambda: pair.standby.promoted, timeout=30)
+        assert pair.standby.fence.is_open()
+        assert pair.metrics.failovers() == 1
 
 
 def test_promoted_controller_elector_starts_above_the_actives_epoch(clusters, pair) -> None:

@@ -22,13 +22,17 @@ def test_self_health_by_status(status: int) -> None:
     assert self_healthy(ApiException(status=status)) == (status < 500)
 
 
-def test_self_healthy_on_not_found() -> None:
-    assert self_healthy(None)
-    assert self_healthy(LeaseNotFound("haptic/haptic-hub"))
-    assert self_healthy(ApiException(status=404))
-    for transport in (StepTimeout("late"), TimeoutError(), ConnectionResetError(), OSError()):
-        assert not self_healthy(transport)
-    assert not self_healthy(ApiException(status=0, reason="connection refused"))
+class TestSelfHealthy_NotFoundCountsAsHealthy:
+    """Seed 004: NotFound proves our API server answered (a first promotion finds no Lease);
+    only transport errors, timeouts and 5xx count as unhealthy."""
+
+    def test_not_found_is_an_answer(self) -> None:
+        assert self_healthy(None)
+        assert self_healthy(LeaseNotFound("haptic/haptic-hub"))
+        assert self_healthy(ApiException(status=404))
+        for transport in (StepTimeout("late"), TimeoutError(), ConnectionResetError(), OSError()):
+            assert not self_healthy(transport)
+        assert not self_healthy(ApiException(status=0, reason="connection refused"))
 
 
 @given(age=st.floats(min_value=0, max_value=1000, allow_nan=False), failed=st.booleans())

@@ -95,20 +95,23 @@ def test_bounded_read_against_a_silent_socket() -> None:
         api_client.close()
 
 
-def test_self_healthy_on_not_found_through_the_api(clusters, ns) -> None:
-    _, b = clusters
-    config = HubConfig(mode=HaMode.ACTIVE, identity="hub-b", namespace=ns,
-                       promotion_dial_timeout=0.5)  # fmt: skip
-    _, error = run(lambda: _self_check(b.client, config))
-    assert isinstance(error, LeaseNotFound)
-    assert self_healthy(error)
-    b.api.add_fault(path_regex="/leases", status=503)
-    _, error = run(lambda: _self_check(b.client, config))
-    assert not self_healthy(error)
-    b.api.clear_faults()
-    b.api.add_fault(path_regex="/leases", blackhole=True)
-    _, error = run(lambda: _self_check(b.client, config))
-    assert not self_healthy(error)
+class TestSelfHealthy_NotFoundCountsAsHealthy:
+    """Seed 004, through a real API server: NotFound is healthy, 503 and a black hole are not."""
+
+    def test_through_the_api(self, clusters, ns) -> None:
+        _, b = clusters
+        config = HubConfig(mode=HaMode.ACTIVE, identity="hub-b", namespace=ns,
+                           promotion_dial_timeout=0.5)  # fmt: skip
+        _, error = run(lambda: _self_check(b.client, config))
+        assert isinstance(error, LeaseNotFound)
+        assert self_healthy(error)
+        b.api.add_fault(path_regex="/leases", status=503)
+        _, error = run(lambda: _self_check(b.client, config))
+        assert not self_healthy(error)
+        b.api.clear_faults()
+        b.api.add_fault(path_regex="/leases", blackhole=True)
+        _, error = run(lambda: _self_check(b.client, config))
+        assert not self_healthy(error)
 
 
 def test_elector_renews_and_loses_after_renew_deadline_without_exiting(clusters, ns) -> None:

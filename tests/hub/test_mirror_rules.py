@@ -154,3 +154,117 @@ def test_wanted_children_belong_to_a_mirrored_checkpoint(roles, maps) -> None:
     expected = {m for m, (by_ref, owned) in maps.items() if (by_ref | owned) & checkpoints}
     assert set(w[r.MAP]) == expected
     assert w[r.TEMPLATE] == {} and w[r.SECRET] == {}
+
+
+# -- what recovery needs, re-parented to the local template (issue 15, 2.10) ---------------
+
+
+def _active_checkpoint():
+    """A checkpoint as the Active published it, with the uids its API server assigned."""
+    from controller.retained.checkpoint import TemplateRef, encode_checkpoint, with_child_uids
+    from controller.retained.receipts import PodReceipt
+    from tests.retained.test_publication_api import output
+
+    out = output(1)
+    template = TemplateRef("haptic", "haptic", "uid-template-a")
+    receipt = PodReceipt(
+        "haproxy-0", "uid-pod", "rt", out.checksum, out.plan_id, out.plan_id, out.plan_id, "reload"
+    )
+    objs = encode_checkpoint(template, out.files, receipt, "t")
+    children = [dict(c, metadata={**c["metadata"], "uid": f"a-{c['metadata']['name']}",
+                                  "resourceVersion": "5"}) for c in objs.children]  # fmt: skip
+    secrets = [dict(s, metadata={**s["metadata"], "uid": f"a-{s['metadata']['name']}",
+                                 "resourceVersion": "6"}) for s in objs.secrets]  # fmt: skip
+    uids = {o["metadata"]["name"]: o["metadata"]["uid"] for o in children + secrets}
+    config = with_child_uids(objs.config, uids)
+    config["metadata"].update(uid="a-checkpoint", resourceVersion="7")
+    return out, children, secrets, config
+
+
+def test_mirrored_checkpoint_is_re_parented_and_passes_every_integrity_check() -> None:
+    from controller.publish.checkpoints import KIND_PLURALS
+    from controller.retained.checkpoint import TemplateRef, decode_checkpoint
+    from controller.retained.selection import CheckpointPointer
+
+    out, children, secrets, config = _active_checkpoint()
+    local_template = TemplateRef("haptic", "standby-ns", "uid-template-b")
+    uid_map = {"uid-template-a": local_template.uid}
+    local_children, local_secrets = {}, {}
+    for src in children + secrets:  # children first (SYNC_ORDER), each gets a local uid
+        copy_ = r.to_local(src, SRC, "standby-ns", uid_map)
+        copy_["metadata"]["uid"] = "b-" + src["metadata"]["name"]
+        uid_map[src["metadata"]["uid"]] = copy_["metadata"]["uid"]
+        if src["kind"] == "Secret":
+            local_secrets[copy_["metadata"]["name"]] = copy_
+        else:
+            local_children[(copy_["kind"], copy_["metadata"]["name"])] = copy_
+    local_cfg = r.to_local(config, SRC, "standby-ns", uid_map)
+    local_cfg["metadata"]["uid"] = "b-checkpoint"
+    uid_map["a-checkpoint"] = "b-checkpoint"
+    assert local_cfg["spec"]["checksum"] == out.checksum  # integrity preserved
+    assert local_cfg["spec"]["content"] == config["spec"]["content"]
+
+    # The pointer travels on the ordinary HAProxyCfg's status, re-pointed at the copy.
+    status = {"retainedConfigs": [{"name": config["metadata"]["name"], "uid": "a-checkpoint",
+                                   "checksum": out.checksum}]}  # fmt: skip
+    (pointer,) = r.local_status(r.CFG, status, uid_map)["retainedConfigs"]
+    assert pointer["uid"] == "b-checkpoint"
+    decoded = decode_checkpoint(
+        local_template,
+        CheckpointPointer(pointer["name"], pointer["uid"], pointer["checksum"]),
+        local_cfg,
+        local_children,
+        local_secrets,
+    )
+    assert decoded.snapshot.integrity_error is None, decoded.snapshot.integrity_error
+    assert decoded.snapshot.plan_id == out.plan_id
+    assert {f.path for f in decoded.files} == {f.path for f in out.files}
+    assert set(KIND_PLURALS)  # the kinds recovery lists are the kinds mirrored
+    # A copy left with the Active's uids is refused by recovery (the old mirror's copies).
+    stale = r.to_local(config, SRC, "standby-ns", {"uid-template-a": local_template.uid})
+    stale["metadata"]["uid"] = "b-checkpoint"
+    refused = decode_checkpoint(
+        local_template,
+        CheckpointPointer(pointer["name"], "b-checkpoint", out.checksum),
+        stale,
+        local_children,
+        local_secrets,
+    )
+    assert refused.snapshot.integrity_error is not None
+
+
+def test_a_re_parented_copy_is_rewritten_when_a_local_uid_changes() -> None:
+    _, children, _, config = _active_checkpoint()
+    child = children[0]
+    first = r.to_local(config, SRC, "ns", {"uid-template-a": "t", child["metadata"]["uid"]: "c1"})
+    local = {**first, "metadata": {**first["metadata"], "uid": "x", "resourceVersion": "3"}}
+    again = r.to_local(config, SRC, "ns", {"uid-template-a": "t", child["metadata"]["uid"]: "c1"})
+    assert r.decide(local, again, None, SRC, has_status=False) is r.Action.UNCHANGED
+    moved = r.to_local(config, SRC, "ns", {"uid-template-a": "t", child["metadata"]["uid"]: "c2"})
+    assert r.decide(local, moved, None, SRC, has_status=False) is r.Action.UPDATE
+
+
+def test_the_actives_intent_becomes_the_local_floor() -> None:
+    import json
+
+    raw = json.dumps({"planID": "p", "checksum": "sha256:c", "holder": "ctl-a-0", "epoch": 4,
+                      "templateUID": "uid-template-a", "recordedAt": "t"})  # fmt: skip
+    text = r.local_intent(raw, {"uid-template-a": "uid-template-b"})
+    assert text is not None
+    carried = json.loads(text)
+    assert carried["templateUID"] == "uid-template-b"
+    assert (carried["planID"], carried["epoch"], carried["holder"]) == ("p", 4, "ctl-a-0")
+    assert r.local_intent(raw, {}) is None  # no local template copy yet
+    assert r.local_intent("not json", {"uid-template-a": "b"}) is None
+    assert r.local_intent(None, {"uid-template-a": "b"}) is None
+
+
+def test_wanted_carries_the_ordinary_cfg_for_its_pointers() -> None:
+    snapshot = {
+        r.TEMPLATE: {"haptic": obj("haptic")},
+        r.CFG: {
+            "haptic": obj("haptic", labels={r.ROLE_LABEL: r.PUBLISHED_ROLE}),
+            "other": obj("other", labels={r.ROLE_LABEL: r.PUBLISHED_ROLE}),
+        },
+    }
+    assert set(r.wanted(snapshot, "haptic")[r.CFG]) == {"haptic"}

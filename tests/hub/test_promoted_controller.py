@@ -52,6 +52,10 @@ def _custom(api: ApiServer, plural: str, selector: str = "") -> list[dict]:
     return list(listing.get("items") or [])
 
 
+def _mirrored(obj: dict) -> bool:
+    return MIRROR_LABEL in (obj["metadata"].get("labels") or {})
+
+
 def _stale_apply(fleet: System, pod, token: dict, previous: str | None) -> dict:
     manifest = reload_manifest(b"global\n    default-path config\n", token, previous)
     url = f"http://{pod.status.pod_ip}:8405"
@@ -86,7 +90,8 @@ def test_promoted_controller_deploys_to_the_shared_fleet(planes: ControlPlanes) 
     wait_for(lambda: planes.holder(b, "haptic-leader") == STANDBY, 30, what="B's controller leads")
     time.sleep(2.0)
     assert planes.applied_holders() == {ACTIVE}
-    assert _custom(b, "haproxycfgs", f"{ROLE_LABEL}=published") == []
+    # (The ordinary HAProxyCfg B holds is the Active's, mirrored for its checkpoint pointers.)
+    assert [_mirrored(o) for o in _custom(b, "haproxycfgs", f"{ROLE_LABEL}=published")] == [True]
 
     # The Active's controller dies outright; its API server stays up.
     lease_a = planes.lease(a, "haptic-leader")
@@ -109,8 +114,14 @@ def test_promoted_controller_deploys_to_the_shared_fleet(planes: ControlPlanes) 
     assert all(t["epoch"] > active_epoch for t in tokens.values())
     lease_b = planes.lease(b, "haptic-leader")
     assert int(lease_b.metadata.annotations[EPOCH_ANNOTATION]) > active_epoch
-    # B now publishes its own output and checkpoints in its own cluster.
-    wait_for(lambda: _custom(b, "haproxycfgs", f"{ROLE_LABEL}=published"), 30, what="published")
+    # B now publishes its own checkpoints in its own cluster.
+    wait_for(
+        lambda: [
+            o for o in _custom(b, "haproxycfgs", f"{ROLE_LABEL}=checkpoint") if not _mirrored(o)
+        ],
+        30,
+        what="a checkpoint of B's own",
+    )
 
     # The old Active comes back with its old epoch: every agent refuses, nothing changes.
     old = {"holder": ACTIVE, "epoch": active_epoch, "sequence": 10**6}

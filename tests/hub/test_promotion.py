@@ -133,39 +133,50 @@ def test_promote_happy_path_exact_hook_order_fence_shut_throughout() -> None:
     assert rec.events[-1][:2] == ("Normal", EVENT_PROMOTED)
 
 
-def test_guards_abort_without_disarming() -> None:
-    # Self unhealthy: a 503 from our own API server.
-    promoter, rec, metrics, tracker = make(check_self=_raises(ApiException(status=503)))
-    result = promoter.promote()
-    assert result.reason is AbortReason.SELF_UNHEALTHY
-    assert rec.calls == ["event"] and rec.events[0][:2] == ("Warning", EVENT_ABORTED)
-    assert tracker.snapshot().retained == STALE  # still armed
-    assert tracker.is_candidate(NOW, 10)
-    assert metrics.aborts("self_unhealthy") == 1
-    assert not promoter.fence.is_open()
+class TestGuardsAbort_DoesNotDisarm:
+    """Seed 004: a guard refusal changes nothing but the attempt; the Standby stays armed and a
+    later tick promotes."""
 
-    # Live at the final dial: the fresh read refreshes the retained view; still armed.
-    promoter, rec, metrics, tracker = make(read_remote=lambda: LIVE)
-    result = promoter.promote()
-    assert result.reason is AbortReason.LEASE_LIVE
-    assert tracker.snapshot().retained == LIVE
-    assert metrics.aborts("lease_live") == 1
-    assert "stop_mirror" not in rec.calls
-    assert not promoter.fence.is_open()
-    # A later attempt with the Active gone again promotes: nothing was disarmed.
-    promoter.read_remote = lambda: STALE
-    assert promoter.promote().promoted
-
-
-def test_self_healthy_on_not_found() -> None:
-    promoter, _rec, metrics, _ = make(check_self=_raises(LeaseNotFound("haptic/haptic-hub")))
-    assert promoter.promote().promoted
-    promoter, *_ = make(check_self=_raises(ApiException(status=403)))
-    assert promoter.promote().promoted
-    for error in (TimeoutError("timed out"), ConnectionRefusedError(), ApiException(status=500)):
-        promoter, _, metrics, _ = make(check_self=_raises(error))
-        assert promoter.promote().reason is AbortReason.SELF_UNHEALTHY
+    def test_self_unhealthy_and_live_lease_keep_the_standby_armed(self) -> None:
+        # Self unhealthy: a 503 from our own API server.
+        promoter, rec, metrics, tracker = make(check_self=_raises(ApiException(status=503)))
+        result = promoter.promote()
+        assert result.reason is AbortReason.SELF_UNHEALTHY
+        assert rec.calls == ["event"] and rec.events[0][:2] == ("Warning", EVENT_ABORTED)
+        assert tracker.snapshot().retained == STALE  # still armed
+        assert tracker.is_candidate(NOW, 10)
         assert metrics.aborts("self_unhealthy") == 1
+        assert not promoter.fence.is_open()
+
+        # Live at the final dial: the fresh read refreshes the retained view; still armed.
+        promoter, rec, metrics, tracker = make(read_remote=lambda: LIVE)
+        result = promoter.promote()
+        assert result.reason is AbortReason.LEASE_LIVE
+        assert tracker.snapshot().retained == LIVE
+        assert metrics.aborts("lease_live") == 1
+        assert "stop_mirror" not in rec.calls
+        assert not promoter.fence.is_open()
+        # A later attempt with the Active gone again promotes: nothing was disarmed.
+        promoter.read_remote = lambda: STALE
+        assert promoter.promote().promoted
+
+
+class TestSelfHealthy_NotFoundCountsAsHealthy:
+    """Seed 004, at the promotion: a NotFound self check promotes; transport errors abort."""
+
+    def test_promotion_proceeds_on_not_found(self) -> None:
+        promoter, _rec, metrics, _ = make(check_self=_raises(LeaseNotFound("haptic/haptic-hub")))
+        assert promoter.promote().promoted
+        promoter, *_ = make(check_self=_raises(ApiException(status=403)))
+        assert promoter.promote().promoted
+        for error in (
+            TimeoutError("timed out"),
+            ConnectionRefusedError(),
+            ApiException(status=500),
+        ):
+            promoter, _, metrics, _ = make(check_self=_raises(error))
+            assert promoter.promote().reason is AbortReason.SELF_UNHEALTHY
+            assert metrics.aborts("self_unhealthy") == 1
 
 
 def test_final_dial_failure_keeps_retained_view_and_proceeds() -> None:
@@ -220,40 +231,44 @@ def test_publish_kick_event_failures_still_promote(step: str) -> None:
     assert metrics.failovers() == 1
 
 
-def test_once_only() -> None:
-    promoter, rec, metrics, _ = make()
-    first = promoter.promote()
-    calls = list(rec.calls)
-    second = promoter.promote()
-    assert first.promoted and second.promoted and second.already_active
-    assert rec.calls == calls  # no hook ran twice
-    assert metrics.failovers() == 1
+class TestPromote_IsOnceOnly:
+    """Seed 004: promotion runs once; a second run would race the renewal loop the first one
+    started, so no hook may run twice."""
 
+    def test_second_call_runs_no_hook(self) -> None:
+        promoter, rec, metrics, _ = make()
+        first = promoter.promote()
+        calls = list(rec.calls)
+        second = promoter.promote()
+        assert first.promoted and second.promoted and second.already_active
+        assert rec.calls == calls  # no hook ran twice
+        assert metrics.failovers() == 1
 
-def test_once_only_under_concurrent_callers() -> None:
-    promoter, rec, metrics, _ = make()
-    rec.block.add("acquire_lease")  # hold the first caller inside the sequence
-    results = []
-    first = threading.Thread(target=lambda: results.append(promoter.promote()))
-    first.start()
-    try:
-        _wait_until(lambda: "acquire_lease" in rec.calls)
-        others = [
-            threading.Thread(target=lambda: results.append(promoter.promote())) for _ in range(4)
-        ]
-        for t in others:
-            t.start()
-        for t in others:
-            t.join(10)
-        assert [r.reason for r in results] == [AbortReason.ALREADY_PROMOTING] * 4
-        assert not promoter.fence.is_open()  # the latch keeps it shut
-    finally:
-        rec.release.set()
-        first.join(10)
-    assert results[-1].promoted
-    assert rec.calls.count("stop_mirror") == 1 and rec.calls.count("publish") == 1
-    assert metrics.failovers() == 1
-    assert metrics.aborts("already_promoting") == 4
+    def test_under_concurrent_callers(self) -> None:
+        promoter, rec, metrics, _ = make()
+        rec.block.add("acquire_lease")  # hold the first caller inside the sequence
+        results = []
+        first = threading.Thread(target=lambda: results.append(promoter.promote()))
+        first.start()
+        try:
+            _wait_until(lambda: "acquire_lease" in rec.calls)
+            others = [
+                threading.Thread(target=lambda: results.append(promoter.promote()))
+                for _ in range(4)
+            ]
+            for t in others:
+                t.start()
+            for t in others:
+                t.join(10)
+            assert [r.reason for r in results] == [AbortReason.ALREADY_PROMOTING] * 4
+            assert not promoter.fence.is_open()  # the latch keeps it shut
+        finally:
+            rec.release.set()
+            first.join(10)
+        assert results[-1].promoted
+        assert rec.calls.count("stop_mirror") == 1 and rec.calls.count("publish") == 1
+        assert metrics.failovers() == 1
+        assert metrics.aborts("already_promoting") == 4
 
 
 def test_bounded_mirror_stop() -> None:

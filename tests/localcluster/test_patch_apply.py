@@ -255,6 +255,27 @@ def test_apply_requires_field_manager(core, namespace):
     assert err.value.status in (400, 422)
 
 
+def test_apply_naming_another_uid_is_refused_as_the_real_server_does(core, namespace):
+    """An applied configuration may carry metadata.uid: the real API server then refuses
+    it on an object with another uid (422, "field is immutable"), a uid precondition."""
+    created = core.create_namespaced_config_map(namespace, {"metadata": {"name": "uidp"}})
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "uidp"}}
+    body["metadata"]["uid"] = created.metadata.uid
+    body["data"] = {"x": "1"}
+    out = core.patch_namespaced_config_map(
+        "uidp", namespace, body, field_manager="m1", _content_type=APPLY
+    )
+    assert out.data == {"x": "1"}
+    body["metadata"]["uid"] = "00000000-0000-0000-0000-000000000000"
+    body["data"] = {"x": "2"}
+    with pytest.raises(ApiException) as err:
+        core.patch_namespaced_config_map(
+            "uidp", namespace, body, field_manager="m1", _content_type=APPLY
+        )
+    assert err.value.status == 422 and "field is immutable" in err.value.body
+    assert core.read_namespaced_config_map("uidp", namespace).data == {"x": "1"}
+
+
 def test_custom_resource_list_map_from_schema_is_shared_by_appliers(client, namespace):
     import kubernetes
 

@@ -500,10 +500,10 @@ def test_drain_saves_the_receipt_its_pending_reload_follow_up_confirms(
 ) -> None:
     """Only the paced reload: the drain must turn the follow-up into a receipt.
 
-    Bug (controller/leader.py, LeaderPipeline._await_pending_reloads): it reads the fleet
-    with `read_states(..., verify=False)`, which builds every PodReport with verified=False,
-    and `acknowledgement()` refuses unverified reports, so no receipt is ever saved and the
-    drain publishes no checkpoint for the deployment the intent names."""
+    Regression test of a fixed bug: the drain's follow-up once read the fleet with
+    `verify=False`; `acknowledgement()` refuses unverified reports, so no receipt was saved
+    and the drain published no checkpoint for the deployment the intent names. The
+    follow-up now reads with `verify=True`."""
     _, plan2, _, deployer = _drain_during_a_deployment(harness, "4", newer_render=False)
     outcomes = dict(deployer.calls)[plan2.plan_id]
     assert {o.action for o in outcomes} == {"reload_scheduled"}, outcomes
@@ -516,9 +516,10 @@ def test_drain_publishes_the_last_dispatched_deployment_not_a_newer_render(
     """Only the newer render: plan 2 is acknowledged at once (no pacing), plan 3 was rendered
     but never dispatched.
 
-    Bug (controller/leader.py, LeaderPipeline._drain -> publish): publish() checkpoints only
-    receipts whose checksum equals `state.last_good`, which is plan 3 (set by the render
-    even though the draining scheduler refused it), so plan 2's receipts are never saved."""
+    Regression test of a fixed bug: the drain once published only receipts for
+    `state.last_good`, which is plan 3 (set by the render even though the draining scheduler
+    refused it), so plan 2's receipts were never saved. The drain now publishes the
+    scheduler's last dispatched output."""
     _, plan2, plan3, deployer = _drain_during_a_deployment(harness, "0", newer_render=True)
     assert plan3 is not None
     outcomes = dict(deployer.calls)[plan2.plan_id]

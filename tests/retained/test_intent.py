@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,6 +17,7 @@ from controller.retained.intent import (
     RetainedState,
     Term,
     adopt_legacy_copy,
+    adopt_mirrored_intent,
     claim_annotation,
     confirm_after_write,
     decide_claim,
@@ -131,6 +132,33 @@ def test_legacy_copy_of_another_template_is_dropped() -> None:
     assert result.remove_copy and not result.adopted and result.intent is None
 
 
+def test_an_adopted_copy_is_never_adopted_again() -> None:
+    copy = intent_annotation(DeploymentIntent("plan-legacy", "sha256:l", "a", 3, UID), "t")
+    first = adopt_legacy_copy(RetainedState(), copy, UID)
+    assert first.adopted and first.state.adopted_copy is not None
+    # Its removal failed; the term then recorded a newer intent.
+    newer = DeploymentIntent("plan-new", "sha256:n", "b", 4, UID)
+    again = adopt_legacy_copy(replace(first.state, intent=newer), copy, UID)
+    assert again.remove_copy and not again.adopted and again.intent == newer
+    # A different copy (an older release deployed again since) is adopted.
+    other = intent_annotation(DeploymentIntent("plan-other", "sha256:o", "a", 5, UID), "t")
+    assert adopt_legacy_copy(again.state, other, UID).adopted
+
+
+def test_a_mirrored_intent_is_a_floor_the_claim_consumes() -> None:
+    floor = DeploymentIntent("plan-p", "sha256:p", "active", 7, UID)
+    adopted = adopt_mirrored_intent(RetainedState(mirrored_intent=floor), UID)
+    assert adopted.intent == floor and adopted.mirrored_intent is None
+    older = DeploymentIntent("plan-o", "sha256:o", "active", 5, UID)
+    stored = RetainedState(intent=older, mirrored_intent=floor)
+    assert adopt_mirrored_intent(stored, UID).intent == floor
+    own = DeploymentIntent("plan-q", "sha256:q", "standby", 9, UID)
+    kept = adopt_mirrored_intent(RetainedState(intent=own, mirrored_intent=floor), UID)
+    assert kept.intent == own and kept.mirrored_intent is None
+    foreign = replace(floor, template_uid="other")
+    assert adopt_mirrored_intent(RetainedState(mirrored_intent=foreign), UID).intent is None
+
+
 def test_no_legacy_copy_changes_nothing() -> None:
     result = adopt_legacy_copy(RetainedState(), None, UID)
     assert not result.remove_copy and result.intent is None
@@ -241,3 +269,59 @@ def test_delayed_record_after_the_successors_claim_is_refused() -> None:
 def test_delayed_claim_of_an_older_term_is_refused() -> None:
     stored = RetainedState(claim=Claim(NEW.holder, NEW.epoch))
     assert isinstance(decide_claim(stored, OLD), Refusal)
+
+
+# -- a Standby's floor: the mirror carries, claims adopt, the promoted side records -------
+
+STANDBY = "standby-0"
+
+
+@given(
+    st.lists(
+        st.sampled_from(["active_records", "mirror_carries", "claim", "promote", "own_record"]),
+        max_size=30,
+    )
+)
+def test_the_floor_is_never_older_than_what_was_carried_and_never_replaces_an_own_intent(
+    steps: list[str],
+) -> None:
+    """Every interleaving of the Active recording, the mirror carrying its latest intent, the
+    Standby's claims, the promotion (the mirror stops, epochs rise above the Active's) and
+    the promoted side's own records. After a claim the intent is never older than the last
+    floor carried; the promoted side's own intent is never replaced by a floor."""
+    active_epoch, active_seq = 3, 0
+    active_intent: DeploymentIntent | None = None
+    state = RetainedState()
+    standby_epoch, promoted = 1, False
+    carried: DeploymentIntent | None = None
+    own: DeploymentIntent | None = None
+    for step in steps:
+        if step == "active_records" and not promoted:
+            active_seq += 1
+            active_intent = DeploymentIntent(
+                f"plan-a{active_seq}", f"sha256:a{active_seq}", "active", active_epoch, UID
+            )
+        elif step == "mirror_carries" and not promoted and active_intent is not None:
+            if state.intent != active_intent:  # as the mirror: skip what a claim adopted
+                state = replace(state, mirrored_intent=active_intent)
+                carried = active_intent
+        elif step == "promote" and not promoted:
+            promoted, standby_epoch = True, max(standby_epoch, active_epoch) + 1
+        elif step == "claim":
+            standby_epoch += 1
+            claimed = decide_claim(state, Term(STANDBY, standby_epoch))
+            assert isinstance(claimed, RetainedState)
+            state = adopt_mirrored_intent(claimed, UID)
+            assert state.mirrored_intent is None
+            if own is not None:
+                assert state.intent == own, "a floor replaced the promoted side's own intent"
+            elif carried is not None:
+                assert state.intent is not None and state.intent.epoch >= carried.epoch
+                assert state.intent == carried
+        elif step == "own_record" and promoted:
+            term = Term(STANDBY, standby_epoch)
+            leader = LeaderView(STANDBY, standby_epoch)
+            plan = f"plan-b{standby_epoch}"
+            decision = decide_record(state, term, plan, "sha256:b", UID, leader)
+            if isinstance(decision, RetainedState):
+                state, own = decision, decision.intent

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import kubernetes
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from controller.publish.checkpoints import CheckpointPublisher, pointers_from_status
 from controller.publish.kube import Objects
@@ -172,19 +171,45 @@ def test_receipts_survive_the_acknowledging_pods_removal(setup) -> None:
 
 
 def test_gc_never_deletes_a_shared_child_that_changed_since_the_verification_list(setup) -> None:
+    """The publication's own collection runs; a shared child that became unreferenced but
+    changed after the verification list is kept (the delete's resourceVersion precondition
+    fails), and the next collection, judging it from a fresh list, removes it."""
     ref, objects, ordinary, checkpoints = setup
-    out = output(1)
-    ordinary.publish_output(out)
-    checkpoints.publish(out.files, receipt_for(out), "t")
     selector = f"haproxy-haptic.org/template-uid={ref.uid},haproxy-haptic.org/role=shared-child"
-    child = objects.list("haproxymapfiles", selector)[0]
-    stale_rv = child["metadata"]["resourceVersion"]
-    child["metadata"]["annotations"] = {"touched": "yes"}
-    objects.replace("haproxymapfiles", child)
-    assert not objects.delete(
-        "haproxymapfiles", child["metadata"]["name"], child["metadata"]["uid"], stale_rv
-    )
-    with pytest.raises(ApiException):
-        objects.custom.get_namespaced_custom_object(
-            "haproxy-haptic.org", "v1alpha1", NS, "haproxymapfiles", "does-not-exist"
-        )
+    first = output(1, "be_first")
+    ordinary.publish_output(first)
+    oldest = checkpoints.publish(first.files, receipt_for(first), "t").pointer
+    maps_before = {m["metadata"]["name"] for m in objects.list("haproxymapfiles", selector)}
+    for i in (2, 3):
+        out = output(i, f"be_{i}")
+        ordinary.publish_output(out)
+        if i == 3:
+            verify = checkpoints._verify
+
+            def verify_then_touch(pointer, verify=verify):
+                verification = verify(pointer)
+                # Between the verification list and the deletion, someone changes the
+                # child only the oldest checkpoint references.
+                (child,) = [
+                    m
+                    for m in objects.list("haproxymapfiles", selector)
+                    if m["metadata"]["name"] in maps_before
+                ]
+                child["metadata"]["annotations"] = {"touched": "yes"}
+                objects.replace("haproxymapfiles", child)
+                return verification
+
+            checkpoints._verify = verify_then_touch
+        result = checkpoints.publish(out.files, receipt_for(out), "t")
+    checkpoints._verify = verify
+    assert result.deleted_checkpoints == (oldest.name,)  # the collection ran
+    assert objects.get("haproxycfgs", oldest.name) is None
+    (touched,) = maps_before
+    assert touched not in result.deleted_children
+    assert objects.get("haproxymapfiles", touched) is not None  # changed since: kept
+
+    out = output(4, "be_4")
+    ordinary.publish_output(out)
+    result = checkpoints.publish(out.files, receipt_for(out), "t")
+    assert touched in result.deleted_children
+    assert objects.get("haproxymapfiles", touched) is None

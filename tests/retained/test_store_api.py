@@ -132,3 +132,86 @@ def test_upgraded_leader_adopts_moves_and_removes_the_earlier_release_copy(env) 
     assert store.read_intent().plan_id == "plan-old"
     lease = leases.read_namespaced_lease(leader, NS)
     assert INTENT_ANNOTATION not in (lease.metadata.annotations or {})
+
+
+def _legacy_copy(ref: TemplateRef, plan: str) -> str:
+    return json.dumps(
+        {
+            "planID": plan,
+            "checksum": f"sha256:{plan}",
+            "holder": "replica-a",
+            "epoch": 2,
+            "templateUID": ref.uid,
+        }
+    )
+
+
+def test_a_copy_whose_removal_failed_is_never_adopted_again(env, api: ApiServer) -> None:
+    """Issue 15, 2.9: the removal of the copy fails (a renewal raced it); the next claim
+    must remove it without adopting it over the newer intent recorded since."""
+    ref, leases, leader, store = env
+    set_leader(leases, leader, "replica-b", 3, {INTENT_ANNOTATION: _legacy_copy(ref, "plan-old")})
+    # Every removal attempt conflicts, as if renewals kept racing it.
+    api.add_fault(path_regex=f"/leases/{leader}$", methods=["PUT"], status=409)
+    try:
+        result = store.claim(Term("replica-b", 3))
+    finally:
+        api.clear_faults()
+    assert result.adopted_legacy_intent and result.legacy_copy_pending
+    assert INTENT_ANNOTATION in leases.read_namespaced_lease(leader, NS).metadata.annotations
+    store.record_intent(Term("replica-b", 3), "plan-new", "sha256:new")
+
+    set_leader(leases, leader, "replica-c", 4)  # the copy is still there
+    result = store.claim(Term("replica-c", 4))
+    assert not result.adopted_legacy_intent and not result.legacy_copy_pending
+    assert store.read_intent().plan_id == "plan-new"
+    assert INTENT_ANNOTATION not in (leases.read_namespaced_lease(leader, NS).metadata.annotations)
+
+
+def test_a_removal_that_meets_a_renewal_is_retried_within_the_claim(env, api: ApiServer) -> None:
+    ref, leases, leader, store = env
+    set_leader(leases, leader, "replica-b", 3, {INTENT_ANNOTATION: _legacy_copy(ref, "plan-old")})
+    api.add_fault(path_regex=f"/leases/{leader}$", methods=["PUT"], status=409, times=1)
+    try:
+        result = store.claim(Term("replica-b", 3))
+    finally:
+        api.clear_faults()
+    assert result.adopted_legacy_intent and not result.legacy_copy_pending
+    assert INTENT_ANNOTATION not in (leases.read_namespaced_lease(leader, NS).metadata.annotations)
+
+
+def test_read_intent_does_not_create_the_retained_state_lease(env) -> None:
+    """Issue 15, 2.12: a recovery read (no claim yet) reads; it never creates the Lease."""
+    _, leases, _, store = env
+    assert store.read_intent() is None
+    with pytest.raises(ApiException) as missing:
+        leases.read_namespaced_lease(store.name, NS)
+    assert missing.value.status == 404
+
+
+def test_the_first_claim_adopts_the_mirrored_intent_as_a_floor_once(env) -> None:
+    """Issue 15, 2.10: the Active's last intent, mirrored onto this (Standby's) retained
+    Lease, is adopted by the claim and consumed in the same write."""
+    from controller.retained.intent import MIRRORED_INTENT_ANNOTATION
+
+    ref, leases, leader, store = env
+    set_leader(leases, leader, "ctl-b-0", 1)
+    store.claim(Term("ctl-b-0", 1))  # the fenced pre-promotion term: nothing mirrored yet
+    floor = {"planID": "plan-p", "checksum": "sha256:p", "holder": "ctl-a-0", "epoch": 7,
+             "templateUID": ref.uid, "recordedAt": "t"}  # fmt: skip
+    lease = leases.read_namespaced_lease(store.name, NS)
+    lease.metadata.annotations[MIRRORED_INTENT_ANNOTATION] = json.dumps(floor)
+    leases.replace_namespaced_lease(store.name, NS, lease)
+
+    set_leader(leases, leader, "ctl-b-0", 8)  # promoted: above the Active's epoch
+    result = store.claim(Term("ctl-b-0", 8))
+    assert result.state.intent is not None and result.state.intent.plan_id == "plan-p"
+    annotations = leases.read_namespaced_lease(store.name, NS).metadata.annotations
+    assert MIRRORED_INTENT_ANNOTATION not in annotations
+    # The promoted side's own newer intent is never replaced by a floor carried late.
+    store.record_intent(Term("ctl-b-0", 8), "plan-q", "sha256:q")
+    lease = leases.read_namespaced_lease(store.name, NS)
+    lease.metadata.annotations[MIRRORED_INTENT_ANNOTATION] = json.dumps(floor)
+    leases.replace_namespaced_lease(store.name, NS, lease)
+    set_leader(leases, leader, "ctl-b-0", 9)
+    assert store.claim(Term("ctl-b-0", 9)).state.intent.plan_id == "plan-q"

@@ -187,3 +187,20 @@ def test_acts_only_while_the_term_is_valid(core, ns) -> None:
     with pytest.raises(StaleTerm):
         applier(core, check_term=stale).apply(Output((f"{ns}/web-5",)))
     assert GATE_CONDITION not in conditions(raw_pod(core, ns, "web-5"))
+
+
+def test_a_pod_recreated_under_the_same_name_is_not_patched(core, ns) -> None:
+    """Issue 15, 2.12: the apply carries the uid of the pod the decision was about, so a
+    pod recreated under the same name in between (a new pod, not yet proven) is refused."""
+    make_pod(core, ns, "web-6")
+    stale = raw_pod(core, ns, "web-6")  # the cache still shows the pod that was replaced
+    core.delete_namespaced_pod("web-6", ns, grace_period_seconds=0)
+    make_pod(core, ns, "web-6")
+    a = StatusApplier(
+        core.api_client, lambda _ns, _name: stale, term_valid=lambda: True, check_term=lambda: None
+    )
+    assert a.apply(Output((f"{ns}/web-6",))) == []
+    pod = raw_pod(core, ns, "web-6")
+    assert pod["metadata"]["uid"] != stale["metadata"]["uid"]
+    assert GATE_CONDITION not in conditions(pod)
+    assert a.writes == 0

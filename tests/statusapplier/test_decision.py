@@ -108,8 +108,8 @@ def test_a_recreated_pod_with_the_same_name_is_a_new_pod() -> None:
 
 
 def test_apply_body_owns_exactly_one_condition() -> None:
-    body = apply_body("a", "2026-01-01T00:00:00Z", "m")
-    assert body["metadata"] == {"name": "a"}
+    body = apply_body("a", "uid-a", "2026-01-01T00:00:00Z", "m")
+    assert body["metadata"] == {"name": "a", "uid": "uid-a"}  # the uid is a precondition
     assert [c["type"] for c in body["status"]["conditions"]] == [GATE_CONDITION]
     assert body["status"]["conditions"][0]["status"] == "True"
     assert set(body) == {"apiVersion", "kind", "metadata", "status"}
