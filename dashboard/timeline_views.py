@@ -76,9 +76,12 @@ class RecordView(ViewerRequired):
         fields = []
         for f in model._meta.concrete_fields:
             value = getattr(record, f.attname)
+            block = isinstance(value, dict | list) or "\n" in str(value)
             if isinstance(value, dict | list):
                 value = json.dumps(value, indent=2, sort_keys=True)
-            fields.append((f.verbose_name, value))
+            elif isinstance(value, datetime):
+                value = value.astimezone(UTC).isoformat()  # exact, unlike the page's dates
+            fields.append((f.verbose_name, value, block))
         at = getattr(record, RECORD_TIMES[kind])
         around = (
             reverse("dashboard:timeline")
