@@ -34,14 +34,14 @@ POD_LANE_PREFIX = "pod "
 TONES = ("ok", "error", "warn", "info")
 
 # Geometry, in SVG user units (pixels at 100 %).
-GUTTER = 150  # lane titles
+GUTTER = 190  # lane titles
 RIGHT_PAD = 12
 AXIS_HEIGHT = 28
 ROW_HEIGHT = 16
 LANE_PAD = 4
 DOT_RADIUS = 4
 MIN_BAR = 3
-CHAR_WIDTH = 6.5  # of the 11 px caption font, for deciding whether a caption fits
+CHAR_WIDTH = 6.5  # of the 11 px font, for deciding how much of a caption or title fits
 MIN_WINDOW = timedelta(seconds=1)
 
 TICK_STEPS = tuple(
@@ -382,6 +382,15 @@ def _escape(value: object) -> str:
     return html.escape(_NOT_XML.sub("\ufffd", str(value)), quote=True)
 
 
+def fit(text: str, room: float) -> str:
+    """`text`, cut with an ellipsis to what `room` units hold; empty when under 4 characters
+    would show (a shorter stub says nothing)."""
+    most = int(room // CHAR_WIDTH)
+    if len(text) <= most:
+        return text
+    return text[: most - 1] + "…" if most >= 4 else ""
+
+
 def _attrs(values: Mapping[str, object]) -> str:
     return " ".join(f'{k}="{_escape(v)}"' for k, v in values.items())
 
@@ -423,7 +432,8 @@ def svg(drawing: Drawing) -> str:
             )
             + "/>"
             + f"<text {_attrs({'class': 'lane-title', 'x': 6, 'y': f'{lane.y + 15:.1f}'})}>"
-            + f"{_escape(lane.title)}</text></g>"
+            + f"<title>{_escape(lane.title)}</title>"
+            + f"{_escape(fit(lane.title, drawing.x0 - 12))}</text></g>"
         )
     parts.append(_axis(drawing))
     parts.extend(_shape(shape) for shape in drawing.shapes)
@@ -478,6 +488,7 @@ def _shape(shape: Shape) -> str:
         }
         body = f"<rect {_attrs(box)}>{title}</rect>"
     text = shape.caption if not shape.dot else (str(shape.count) if shape.count > 1 else "")
+    text = fit(text, shape.width - 6) if not shape.dot else text
     if text and shape.width >= CHAR_WIDTH * len(text) + 6:
         anchor = {"class": "caption", "x": f"{shape.x + 3:.1f}", "y": f"{shape.y + 9.5:.1f}"}
         if shape.dot:

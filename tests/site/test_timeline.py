@@ -212,3 +212,22 @@ def test_ticks_are_round_instants_on_the_axis() -> None:
     assert hours.ticks[0].label == "11-30 12:00"
     days = tl.layout([], tl.Window(T0, T0 + timedelta(days=10)))
     assert days.ticks[0].label == "2026-12-01"
+
+
+def test_long_titles_and_captions_are_cut_to_fit() -> None:
+    assert tl.fit("haproxy-nlv2xqdjbt-7ttqz", 1000) == "haproxy-nlv2xqdjbt-7ttqz"
+    cut = tl.fit("pod haproxy-nlv2xqdjbt-7ttqz", 10 * tl.CHAR_WIDTH)
+    assert cut == "pod hapro…" and len(cut) == 10
+    assert tl.fit("controller-1 · epoch 2", 3 * tl.CHAR_WIDTH) == ""
+    window = tl.Window(T0, T0 + timedelta(minutes=10))
+    lane = "pod " + "x" * 80
+    term = tl.Mark(lane, T0, "t", "/t", until=T0 + timedelta(seconds=40), caption="y" * 80)
+    root = ET.fromstring(tl.svg(tl.layout([term], window, width=1000)))
+    title = next(t for t in root.iter(f"{SVG}text") if t.get("class") == "lane-title")
+    assert title.findtext(f"{SVG}title") == lane  # the whole name on hover
+    assert "".join(title.itertext()).startswith(lane)
+    shown = title.itertext()
+    next(shown)
+    assert len(next(shown)) * tl.CHAR_WIDTH <= tl.GUTTER - 12
+    caption = next(t for t in root.iter(f"{SVG}text") if t.get("class") == "caption")
+    assert caption.text.endswith("…")
