@@ -28,7 +28,7 @@ from checkpoints.models import (
 )
 from dashboard import timeline as tl
 
-# Past this many marks of one kind in a window, the newest are drawn (the page says so).
+# Past this many marks of one kind in a window, only the newest are drawn (the page says so).
 LIMIT = 2000
 
 
@@ -55,19 +55,24 @@ def extent() -> tuple[datetime, datetime] | None:
     return min(firsts), max(max(lasts), min(firsts))
 
 
-def collect(window: tl.Window, now: datetime) -> tuple[list[tl.Mark], list[str]]:
-    """The marks of `window`, and the pod lanes to draw even when empty (pods of the fleet)."""
-    marks = (
-        _terms(window, now)
-        + _intents(window)
-        + _receipts(window)
-        + _checkpoints(window)
-        + _reviews(window, now)
-        + _events(window)
-        + _hubs(window)
-    )
+def collect(window: tl.Window, now: datetime) -> tuple[list[tl.Mark], list[str], bool]:
+    """The marks of `window`, the pod lanes to draw even when empty (pods of the fleet), and
+    whether some kind had more than LIMIT marks in it (only its newest are drawn)."""
+    kinds = [
+        _terms(window, now),
+        _intents(window),
+        _receipts(window),
+        _checkpoints(window),
+        _reviews(window, now),
+        _events(window),
+        _hubs(window),
+    ]
     pods = PodReceipt.objects.filter(current=True).values_list("pod_name", flat=True)
-    return marks, [tl.POD_LANE_PREFIX + p for p in sorted(set(pods))]
+    return (
+        [mark for kind in kinds for mark in kind],
+        [tl.POD_LANE_PREFIX + p for p in sorted(set(pods))],
+        any(len(kind) >= LIMIT for kind in kinds),
+    )
 
 
 def _terms(window: tl.Window, now: datetime) -> list[tl.Mark]:
@@ -234,7 +239,7 @@ def _hubs(window: tl.Window) -> list[tl.Mark]:
 
 def picture(window: tl.Window, now: datetime, width: float = 1200.0) -> dict[str, Any]:
     """The drawing of `window` as SVG markup, with what the page says about it."""
-    found, pod_lanes = collect(window, now)
+    found, pod_lanes, truncated = collect(window, now)
     drawing = tl.layout(
         found,
         window,
@@ -249,6 +254,8 @@ def picture(window: tl.Window, now: datetime, width: float = 1200.0) -> dict[str
         "end": tl.iso(window.end),
         "marks": len(drawing.shapes),
         "records": len(found),
+        "truncated": truncated,
+        "limit": LIMIT,
     }
 
 

@@ -146,3 +146,15 @@ def test_record_pages(viewer: Any, history: dict, admin_user: Any) -> None:
     assert "/admin/" not in html.split("<main>")[1]  # viewers are not staff
     staff = login(admin_user).get(f"/records/intent/{intent.pk}/").content.decode()
     assert f"/admin/checkpoints/deploymentintent/{intent.pk}/change/" in staff
+
+
+def test_past_the_limit_the_page_says_only_the_newest_are_drawn(
+    viewer: Any, history: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dashboard import marks
+
+    client = login(viewer)
+    assert "only the newest" not in client.get("/timeline/").content.decode()
+    monkeypatch.setattr(marks, "LIMIT", 2)  # two checkpoints in the sample history
+    html = client.get("/timeline/").content.decode()
+    assert "More than 2 records of one kind" in html
