@@ -11,7 +11,15 @@ import pytest
 from django.test import Client
 
 from checkpoints import store
-from checkpoints.models import Checkpoint, DeploymentIntent, KubeEvent, LeadershipTerm, PodReceipt
+from checkpoints.models import (
+    Checkpoint,
+    DeploymentIntent,
+    HubStatus,
+    KubeEvent,
+    LeadershipTerm,
+    PodReceipt,
+    RecoveryReview,
+)
 from tests.site import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -158,3 +166,69 @@ def test_past_the_limit_the_page_says_only_the_newest_are_drawn(
     monkeypatch.setattr(marks, "LIMIT", 2)  # two checkpoints in the sample history
     html = client.get("/timeline/").content.decode()
     assert "More than 2 records of one kind" in html
+
+
+def marks_by_href(root: ET.Element) -> dict[str, ET.Element]:
+    return {a.get("href"): a for a in root.iter(f"{SVG}a")}
+
+
+def test_leader_change_errors_reviews_repeats_and_promotion(
+    viewer: Any, operator: Any, history: dict
+) -> None:
+    # A second term (the first ends where it starts), a failed apply on haproxy-1, a render
+    # failure seen three times, a recovery review and a published Active identity.
+    store.apply_lease(
+        f.leader_lease("controller-b", 4, "2026-11-30T08:07:00Z", "2026-11-30T08:09:00Z", rv="2")
+    )
+    failed = f.receipt("haproxy-1", "", history["checksum"], "2026-11-30T08:08:00Z")
+    failed.update(mode="", lastError="refused: stale_epoch", consecutiveErrors=1)
+    ok = f.receipt("haproxy-0", history["plan"], history["checksum"], "2026-11-30T08:06:00Z")
+    store.apply_haproxycfg(f.published([ok, failed], retained=[history["new"]], rv="2"))
+    event = f.event("RenderFailed", "backends.cfg.j2: undefined", count=3, uid="rf")
+    event["firstTimestamp"] = "2026-11-30T08:01:00Z"  # lastTimestamp 08:03
+    store.apply_event(event)
+    store.apply_template_config(
+        {
+            "metadata": {"name": "haptic", "namespace": f.NS, "uid": f.TEMPLATE_UID},
+            "status": {
+                "activeController": {
+                    "activeIdentity": "hub-b",
+                    "endpoint": "https://b:6443",
+                    "lastUpdated": "2026-11-30T08:07:30Z",
+                }
+            },
+        }
+    )
+    review = RecoveryReview.objects.create(requested_by=operator, reason="pods NotReady")
+    RecoveryReview.objects.filter(pk=review.pk).update(
+        requested_at="2026-11-30T08:02:00Z",
+        status="rejected",
+        decided_at="2026-11-30T08:04:00Z",
+    )
+
+    root = picture(
+        login(viewer)
+        .get("/timeline/?start=2026-11-30T07:55:00Z&end=2026-11-30T08:10:00Z")
+        .content.decode()
+    )
+    drawn, shapes = links(root), marks_by_href(root)
+    a, b = LeadershipTerm.objects.order_by("epoch")
+    for term, tone in ((a, "info"), (b, "ok")):  # ended, open
+        href = f"/records/term/{term.pk}/"
+        assert drawn[href] == "leadership" and shapes[href].get("class") == f"mark {tone}"
+    # The ended term's bar stops where the next begins.
+    bar_a, bar_b = (shapes[f"/records/term/{t.pk}/"][0] for t in (a, b))
+    assert float(bar_a.get("x")) + float(bar_a.get("width")) <= float(bar_b.get("x")) + 0.1
+    error = PodReceipt.objects.get(pod_name="haproxy-1", last_error__startswith="refused")
+    href = f"/records/receipt/{error.pk}/"
+    assert drawn[href] == "pod haproxy-1"
+    assert (shapes[href].get("class"), shapes[href].get("data-kind")) == ("mark error", "error")
+    assert "refused: stale_epoch" in shapes[href].findtext(f".//{SVG}title")
+    render = KubeEvent.objects.get(reason="RenderFailed")
+    href = f"/records/event/{render.pk}/"
+    assert drawn[href] == "render failures"
+    assert shapes[href][0].tag == f"{SVG}rect"  # seen 3 times: a bar from first to last
+    assert drawn[f"/reviews/{review.pk}/"] == "recoveries"
+    assert shapes[f"/reviews/{review.pk}/"].get("class") == "mark warn"
+    hub = HubStatus.objects.get()
+    assert drawn[f"/records/hub/{hub.pk}/"] == "hub"
