@@ -94,7 +94,7 @@ def _terms(window: tl.Window, now: datetime) -> list[tl.Mark]:
                 until=max(until, term.acquired_at),
                 label=f"term of {term.holder} at epoch {term.epoch}: "
                 f"from {tl.iso(term.acquired_at)}, {state}",
-                caption=f"{term.holder} · epoch {term.epoch}",
+                caption=f"epoch {term.epoch} · {term.holder}",  # the epoch survives a cut
                 href=record_url("term", term.pk),
                 tone="ok" if term.ended_at is None else "info",
                 kind="term",
