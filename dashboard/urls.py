@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import views
+from dashboard import timeline_views, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -9,6 +9,8 @@ urlpatterns = [
     path("checkpoints/diff/", views.CheckpointDiffView.as_view(), name="diff"),
     path("checkpoints/<int:pk>/", views.CheckpointDetailView.as_view(), name="checkpoint"),
     path("terms/", views.TermsView.as_view(), name="terms"),
+    path("timeline/", timeline_views.TimelineView.as_view(), name="timeline"),
+    path("records/<str:kind>/<int:pk>/", timeline_views.RecordView.as_view(), name="record"),
     path("events/", views.EventsView.as_view(), name="events"),
     path("hub/", views.HubView.as_view(), name="hub"),
     path("reviews/", views.ReviewListView.as_view(), name="reviews"),

@@ -12,6 +12,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views import View
 from rest_framework.authtoken.models import Token
 
@@ -30,7 +31,7 @@ from checkpoints.models import (
     TaskRun,
 )
 from checkpoints.roles import is_operator, is_viewer
-from dashboard import hub
+from dashboard import hub, marks
 
 PAGE_SIZE = 50
 
@@ -80,6 +81,9 @@ class FleetView(ViewerRequired):
                 status__in=["requested", "evaluating", "eligible", "approved", "running"]
             ).count(),
         }
+        if not request.GET.get("fragment"):
+            # The strip refreshes on its own, slower than the 1 s fleet fragment.
+            context["strip"] = marks.default_picture(timezone.now())
         return self.render(request, context)
 
 

@@ -12,16 +12,20 @@
   function start(el) {
     var url = el.getAttribute("data-refresh-url");
     var seconds = parseFloat(el.getAttribute("data-refresh-seconds") || "10");
+    var last = null; // the fragment last swapped in: an unchanged one is not swapped again
+    function again() { window.setTimeout(tick, seconds * 1000); }
     function tick() {
-      if (!document.hidden && !busy(el)) {
-        fetch(url, { credentials: "same-origin", headers: { "X-Requested-With": "fetch" } })
-          .then(function (r) { return r.ok ? r.text() : null; })
-          .then(function (html) { if (html !== null) el.innerHTML = html; })
-          .catch(function () {});
-      }
-      window.setTimeout(tick, seconds * 1000);
+      if (document.hidden || busy(el)) return again();
+      // The next poll is timed from this one's answer, so slow answers never pile up.
+      fetch(url, { credentials: "same-origin", headers: { "X-Requested-With": "fetch" } })
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (html) {
+          if (html !== null && html !== last) { el.innerHTML = html; last = html; }
+        })
+        .catch(function () {})
+        .then(again);
     }
-    window.setTimeout(tick, seconds * 1000);
+    again();
   }
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("[data-refresh-url]").forEach(start);
