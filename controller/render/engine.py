@@ -17,8 +17,16 @@ from typing import Any, NoReturn
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from controller.render import ingress as ingress_lib
 from controller.render import libraries as lib
-from controller.render.model import RenderedFile, RenderError, RenderInput, RenderOutput
+from controller.render import model as m
+from controller.render.model import (
+    RenderedFile,
+    RenderError,
+    RenderInput,
+    RenderOutput,
+    RenderWarning,
+)
 from controller.render.plan import build_plan, checksum, plan_id
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
@@ -179,17 +187,22 @@ def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
     except (ValueError, AttributeError, TypeError) as exc:
         raise RenderError(f"spec.templateLibraries: {exc}") from None
 
-    warnings: list[str] = []
+    warnings: list[RenderWarning] = []
     objs = {
         kind: lib.usable_objects(getattr(inp, kind), kind, warnings)
         for kind in ("ingresses", "services", "endpointslices", "secrets", "pods")
     }
+    classes = None
+    if inp.ingressclasses is not None:
+        classes = lib.usable_objects(inp.ingressclasses, "ingressclasses", warnings)
     model = lib.IngressModel()
     backends: tuple[lib.Backend, ...] = ()
     gated_pods: set[str] = set()
     try:
         if settings.ingress:
-            model = lib.build_ingress_model(objs["ingresses"], objs["secrets"], settings, warnings)
+            model = ingress_lib.build_ingress_model(
+                objs["ingresses"], objs["services"], objs["secrets"], classes, settings, warnings
+            )
         if settings.kubernetes_backends:
             previous = (inp.previous_plan or {}).get("backends")
             backends = lib.build_backends(
@@ -203,7 +216,15 @@ def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
                 gated_pods,
             )
         elif model.services:
-            warnings.append("kubernetesBackends library disabled: ingress routes have no backends")
+            warnings.append(
+                RenderWarning(
+                    "HAProxyTemplateConfig",
+                    "",
+                    "",
+                    m.LIBRARY_DISABLED,
+                    "kubernetesBackends library disabled: ingress routes have no backends",
+                )
+            )
     except Exception as exc:  # a library bug must surface as a render error, not a crash
         raise RenderError(f"template library failed: {type(exc).__name__}: {exc}") from exc
 
@@ -216,6 +237,7 @@ def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
         "endpointslices": _sorted_objects(objs["endpointslices"]),
         "secrets": _sorted_objects(objs["secrets"]),
         "pods": _sorted_objects(objs["pods"]),
+        "ingressclasses": _sorted_objects(classes or []),
         "resources": {
             k: _sorted_objects(lib.usable_objects(v, k, warnings))
             for k, v in sorted(inp.resources.items())
@@ -227,6 +249,8 @@ def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
         "backend_names": frozenset(b.name for b in backends),
         "certificates": model.certificates,
         "crt_list": CRT_LIST_PATH if model.certificates else None,
+        "default_certificate": model.default_certificate,
+        "userlists": model.userlists,
         "maps": INGRESS_MAPS,
         "default_backend": model.default_backend or lib.NOT_FOUND_BACKEND,
         "not_found_backend": lib.NOT_FOUND_BACKEND,
@@ -247,6 +271,11 @@ def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
             add(path, "map", _run(map_template, _LIB_PREFIX + MAP_TEMPLATE, {"entries": entries}))
         for cert in model.certificates:
             add(cert.path, "certificate", cert.content)
+        default_cert = model.default_certificate
+        if default_cert is not None and default_cert.path not in files:
+            add(default_cert.path, "certificate", default_cert.content)
+        for path, content in model.ca_files:
+            add(path, "certificate", content)
         if model.certificates:
             crt = functools.partial(env.get_template, CRT_LIST_TEMPLATE)
             add(CRT_LIST_PATH, "crt-list", _run(crt, _LIB_PREFIX + CRT_LIST_TEMPLATE, ctx))
