@@ -26,6 +26,7 @@ from controller.hub.config import HubConfig
 from controller.hub.hub import build_hub
 from controller.leader import LeaderPipeline, LeaderSettings, PlanMemory
 from controller.leader_tasks import send_leader_task
+from controller.render.warnings import render_warning_reporter
 from controller.rendergate import RenderGate
 from controller.retained.checkpoint import API_VERSION, TemplateRef
 from controller.statusapplier import StatusApplier, cache_lookup
@@ -207,6 +208,9 @@ class ControllerReplica:
             run_publication=lambda: self._via_leader_queue(term, "controller.leader.publish"),
             write_fence=self.hub.fence.is_open,
             on_converged=applier.apply,
+            report_warnings=render_warning_reporter(
+                self.runtime.workload_client, self.runtime.identity
+            ),
         )
         with self._lock:
             if not term.is_valid():

@@ -1,0 +1,133 @@
+"""Render warnings leave the render: a Kubernetes Event on each object, a metric, a summary.
+
+`report_warnings` is the leader's edge for RenderOutput.warnings: it sets the gauge
+`haptic_render_warnings{reason}` to this render's counts, and emits one Event per warning on
+the object it is about, deduplicated (a warning that persists render after render is
+reported once; one that goes away and comes back is reported again). `warnings_summary` is
+the pure part for the HAProxyTemplateConfig status: the count and the first N warnings.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+from prometheus_client import Gauge
+
+from controller.render.model import REASONS, RenderWarning
+
+log = logging.getLogger(__name__)
+
+RENDER_WARNINGS = Gauge(
+    "haptic_render_warnings",
+    "Objects the last render skipped or degraded, by reason.",
+    ["reason"],
+)
+COMPONENT = "haptic-controller"
+API_VERSIONS = {
+    "Ingress": "networking.k8s.io/v1",
+    "IngressClass": "networking.k8s.io/v1",
+    "Service": "v1",
+    "Secret": "v1",
+    "Pod": "v1",
+    "EndpointSlice": "discovery.k8s.io/v1",
+}
+SUMMARY_LIMIT = 10
+
+EmitEvent = Callable[[RenderWarning], None]
+
+
+def warnings_summary(
+    warnings: Sequence[RenderWarning], limit: int = SUMMARY_LIMIT
+) -> dict[str, Any]:
+    """`{"count": n, "reasons": {reason: n}, "first": [first `limit` as text]}` (pure)."""
+    return {
+        "count": len(warnings),
+        "reasons": dict(sorted(Counter(w.reason for w in warnings).items())),
+        "first": [str(w) for w in warnings[:limit]],
+    }
+
+
+def set_gauge(warnings: Iterable[RenderWarning]) -> None:
+    counts = Counter(w.reason for w in warnings)
+    for reason in sorted(set(REASONS) | set(counts)):
+        RENDER_WARNINGS.labels(reason).set(counts.get(reason, 0))
+
+
+def report_warnings(
+    warnings: Sequence[RenderWarning], reported: set[RenderWarning], emit: EmitEvent
+) -> list[RenderWarning]:
+    """Set the gauge and emit an Event for each warning not already reported; `reported`
+    (the caller's, one per term) is updated to this render's warnings. Returns the new ones.
+    """
+    set_gauge(warnings)
+    current = set(warnings)
+    new = [w for w in dict.fromkeys(warnings) if w not in reported]
+    reported.intersection_update(current)
+    reported.update(new)
+    for warning in new:
+        if warning.kind in API_VERSIONS and warning.namespace:
+            emit(warning)
+    return new
+
+
+def event_body(warning: RenderWarning, identity: str) -> dict[str, Any]:
+    """A core/v1 Event on the object a warning is about (in that object's namespace)."""
+    now = datetime.now(UTC).isoformat()
+    return {
+        "metadata": {
+            "name": f"{warning.name[:200]}.{uuid.uuid4().hex[:12]}",
+            "namespace": warning.namespace,
+        },
+        "involvedObject": {
+            "apiVersion": API_VERSIONS[warning.kind],
+            "kind": warning.kind,
+            "name": warning.name,
+            "namespace": warning.namespace,
+        },
+        "reason": warning.reason,
+        "message": warning.message[:1024],
+        "type": "Warning",
+        "count": 1,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "source": {"component": COMPONENT, "host": identity},
+        "reportingComponent": COMPONENT,
+        "reportingInstance": identity,
+    }
+
+
+def event_emitter(api_client: client.ApiClient, identity: str) -> EmitEvent:
+    """Events written on a background thread: they are reports, and a failing write must
+    never hold up leader work."""
+    core = client.CoreV1Api(api_client)
+
+    def send(body: dict[str, Any]) -> None:
+        try:
+            core.create_namespaced_event(body["metadata"]["namespace"], body, _request_timeout=5.0)
+        except Exception as exc:
+            log.warning("render warning event %s not recorded: %s", body["reason"], exc)
+
+    def emit(warning: RenderWarning) -> None:
+        body = event_body(warning, identity)
+        threading.Thread(target=send, args=(body,), daemon=True).start()
+
+    return emit
+
+
+def render_warning_reporter(api_client: client.ApiClient, identity: str) -> Callable[[Any], None]:
+    """The leader pipeline's `report_warnings(output)` for one term: Events deduplicated
+    within the term (a new leader reports what is still wrong once more)."""
+    emit = event_emitter(api_client, identity)
+    reported: set[RenderWarning] = set()
+
+    def report(output: Any) -> None:
+        report_warnings(output.warnings, reported, emit)
+
+    return report
