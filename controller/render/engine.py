@@ -153,6 +153,27 @@ def _sorted_objects(objs: Sequence[Mapping[str, Any]]) -> _SortedObjects:
     return _SortedObjects(objs)
 
 
+SETTINGS_TEMPLATE = "kubernetes-backends/settings.cfg.j2"
+
+
+def _backend_settings(
+    env: ImmutableSandboxedEnvironment, ctx: dict[str, Any]
+) -> Callable[[lib.Backend], str]:
+    """`backend_settings(backend)` for the templates: its settings lines, rendered once per
+    distinct (policy, route, server options, userlist) in this render."""
+    cache: dict[tuple[Any, ...], str] = {}
+
+    def settings(backend: lib.Backend) -> str:
+        key = (backend.policy, backend.route, backend.server_options, backend.userlist)
+        text = cache.get(key)
+        if text is None:
+            template = env.get_template(SETTINGS_TEMPLATE)
+            text = cache[key] = template.render({**ctx, "backend": backend})
+        return text
+
+    return settings
+
+
 def _named_templates(spec: Mapping[str, Any], field: str) -> list[tuple[str, str]]:
     entries = spec.get(field) or {}
     if not isinstance(entries, Mapping):
@@ -256,6 +277,7 @@ def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
         "not_found_backend": lib.NOT_FOUND_BACKEND,
     }
 
+    ctx["backend_settings"] = _backend_settings(env, ctx)
     files: dict[str, RenderedFile] = {}
 
     def add(path: str, kind: str, content: str | bytes) -> None:
