@@ -26,7 +26,7 @@ from controller.hub.config import HubConfig
 from controller.hub.hub import build_hub
 from controller.leader import LeaderPipeline, LeaderSettings, PlanMemory
 from controller.leader_tasks import send_leader_task
-from controller.render.warnings import render_warning_reporter
+from controller.render.warnings import render_warning_reporter, template_status_writer
 from controller.rendergate import RenderGate
 from controller.retained.checkpoint import API_VERSION, TemplateRef
 from controller.statusapplier import StatusApplier, cache_lookup
@@ -209,7 +209,14 @@ class ControllerReplica:
             write_fence=self.hub.fence.is_open,
             on_converged=applier.apply,
             report_warnings=render_warning_reporter(
-                self.runtime.workload_client, self.runtime.identity
+                self.runtime.workload_client,
+                self.runtime.identity,
+                template_status_writer(
+                    self.api_client,
+                    ref.namespace,
+                    ref.name,
+                    lambda: check_term(self.api_client, term.token),
+                ),
             ),
         )
         with self._lock:

@@ -21,6 +21,7 @@ from kubernetes import client
 from prometheus_client import Gauge
 
 from controller.render.model import REASONS, RenderWarning
+from controller.watch.resources import TEMPLATE_GROUP, TEMPLATE_PLURAL, TEMPLATE_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +47,15 @@ EmitEvent = Callable[[RenderWarning], None]
 def warnings_summary(
     warnings: Sequence[RenderWarning], limit: int = SUMMARY_LIMIT
 ) -> dict[str, Any]:
-    """`{"count": n, "reasons": {reason: n}, "first": [first `limit` as text]}` (pure)."""
+    """`status.renderWarnings` of the HAProxyTemplateConfig (pure): the count, the count per
+    reason and the first `limit` warnings as text. Lists, not maps, so that a merge patch
+    replaces them whole."""
     return {
         "count": len(warnings),
-        "reasons": dict(sorted(Counter(w.reason for w in warnings).items())),
+        "reasons": [
+            {"reason": reason, "count": count}
+            for reason, count in sorted(Counter(w.reason for w in warnings).items())
+        ],
         "first": [str(w) for w in warnings[:limit]],
     }
 
@@ -121,13 +127,50 @@ def event_emitter(api_client: client.ApiClient, identity: str) -> EmitEvent:
     return emit
 
 
-def render_warning_reporter(api_client: client.ApiClient, identity: str) -> Callable[[Any], None]:
+def template_status_writer(
+    api_client: client.ApiClient, namespace: str, name: str, check_term: Callable[[], None]
+) -> Callable[[dict[str, Any]], None]:
+    """Writes `status.renderWarnings` of the HAProxyTemplateConfig, fenced: check_term raises
+    when this term is over, and then nothing is written."""
+    custom = client.CustomObjectsApi(api_client)
+
+    def write(summary: dict[str, Any]) -> None:
+        check_term()
+        custom.patch_namespaced_custom_object_status(
+            TEMPLATE_GROUP,
+            TEMPLATE_VERSION,
+            namespace,
+            TEMPLATE_PLURAL,
+            name,
+            {"status": {"renderWarnings": summary}},
+            _request_timeout=5.0,
+        )
+
+    return write
+
+
+def render_warning_reporter(
+    api_client: client.ApiClient,
+    identity: str,
+    write_status: Callable[[dict[str, Any]], None] | None = None,
+) -> Callable[[Any], None]:
     """The leader pipeline's `report_warnings(output)` for one term: Events deduplicated
-    within the term (a new leader reports what is still wrong once more)."""
+    within the term (a new leader reports what is still wrong once more), and the template
+    config's status line whenever the summary changes."""
     emit = event_emitter(api_client, identity)
     reported: set[RenderWarning] = set()
+    written: list[dict[str, Any]] = []
 
     def report(output: Any) -> None:
         report_warnings(output.warnings, reported, emit)
+        summary = warnings_summary(output.warnings)
+        if write_status is None or (written and written[-1] == summary):
+            return
+        try:
+            write_status(summary)
+        except Exception as exc:  # a report; never the reason a render does not deploy
+            log.warning("render warnings status not written: %s", exc)
+            return
+        written[:] = [summary]
 
     return report

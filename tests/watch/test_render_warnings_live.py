@@ -61,4 +61,49 @@ def test_each_warning_becomes_one_event_on_its_object_and_a_gauge(api_client, co
     assert len(_events(core, ns)) == 2
     summary = warnings_summary(out.warnings, limit=1)
     assert summary["count"] == 2 and len(summary["first"]) == 1
-    assert summary["reasons"] == {"InvalidAnnotation": 1, "ServiceNotFound": 1}
+    assert summary["reasons"] == [
+        {"reason": "InvalidAnnotation", "count": 1},
+        {"reason": "ServiceNotFound", "count": 1},
+    ]
+
+
+def test_the_template_config_status_carries_the_summary_fenced(api_client, namespace):
+    from kubernetes import client
+
+    from controller.fencing import StaleTerm
+    from controller.render.warnings import render_warning_reporter, template_status_writer
+
+    custom = client.CustomObjectsApi(api_client)
+    group, version, plural = "haproxy-haptic.org", "v1alpha1", "haproxytemplateconfigs"
+    body = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "HAProxyTemplateConfig",
+        "metadata": {"name": "haptic"},
+        "spec": {"podSelector": {"matchLabels": {"app": "haproxy"}}},
+    }
+    custom.create_namespaced_custom_object(group, version, namespace, plural, body)
+    over = []
+
+    def check_term() -> None:
+        if over:
+            raise StaleTerm(over[0], "test: term ended")
+
+    write = template_status_writer(api_client, namespace, "haptic", check_term)
+    report = render_warning_reporter(api_client, "controller-test", write)
+    orphan = b.ingress(namespace, "orphan", [("orphan.test", [b.path("/", "missing")])])
+    out = render(RenderInput(b.template_config(), ingresses=[orphan]))
+    report(out)
+
+    def status() -> dict:
+        obj = custom.get_namespaced_custom_object(group, version, namespace, plural, "haptic")
+        return (obj.get("status") or {}).get("renderWarnings") or {}
+
+    assert status()["count"] == 1
+    assert status()["reasons"] == [{"reason": "ServiceNotFound", "count": 1}]
+    assert "orphan" in status()["first"][0]
+    # Once the term is over nothing is written, even though the summary changed.
+    from controller.election.term import FencingToken
+
+    over.append(FencingToken("someone", 1, "haptic-leader", namespace))
+    report(render(RenderInput(b.template_config())))
+    assert status()["count"] == 1
