@@ -66,6 +66,7 @@ class RoutePolicy:
     """What an Ingress's annotations do to its requests (rules in its routes' backends)."""
 
     ssl_redirect: bool = False
+    ssl_passthrough: bool = False  # TLS to the Service as is, routed by SNI
     ssl_redirect_code: int = 302
     ssl_redirect_port: int | None = None
     path_rewrite: tuple[str, str] | None = None
@@ -301,6 +302,7 @@ def _seconds(key: str, value: str) -> int:
 # key (without the prefix) -> (field, parser). Route keys come from Ingresses only.
 _ROUTE_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "ssl-redirect": ("ssl_redirect", _bool),
+    "ssl-passthrough": ("ssl_passthrough", _bool),
     "ssl-redirect-code": ("ssl_redirect_code", lambda k, v: _code(k, v, REDIRECT_CODES)),
     "ssl-redirect-port": ("ssl_redirect_port", lambda k, v: _int(k, v, 1, 65535)),
     "path-rewrite": ("path_rewrite", _path_rewrite),

@@ -42,6 +42,7 @@ INGRESS_MAPS = {
     "path_exact": "maps/path-exact.map",
     "path_prefix_exact": "maps/path-prefix-exact.map",
     "path_prefix": "maps/path-prefix.map",
+    "sni_passthrough": "maps/sni-passthrough.map",
 }
 _FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _USER_PREFIX = "spec."
@@ -164,7 +165,13 @@ def _backend_settings(
     cache: dict[tuple[Any, ...], str] = {}
 
     def settings(backend: lib.Backend) -> str:
-        key = (backend.policy, backend.route, backend.server_options, backend.userlist)
+        key = (
+            backend.policy,
+            backend.route,
+            backend.server_options,
+            backend.userlist,
+            backend.mode,
+        )
         text = cache.get(key)
         if text is None:
             template = env.get_template(SETTINGS_TEMPLATE)

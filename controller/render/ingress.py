@@ -149,6 +149,7 @@ class _Builder:
             "exact": {},
             "prefix_exact": {},
             "prefix": {},
+            "sni": {},
         }
         self.hosts: set[str] = set()
         self.backends: dict[str, RouteBackend] = {}
@@ -205,6 +206,7 @@ class _Builder:
         route: ann.RoutePolicy,
         ingress_values: tuple[tuple[str, Any], ...] | None,
         userlist: str | None,
+        mode: str = "http",
     ) -> str | None:
         """The backend name a route of `source` to `ref` uses (registered), None if the
         Service's annotations are invalid (the route is skipped, warned)."""
@@ -231,8 +233,12 @@ class _Builder:
                     return None
         own = ingress_values is not None
         name = f"{ref.backend_name}.{source.split('/', 1)[1]}" if own else ref.backend_name
+        if mode == "tcp":
+            name += ".passthrough"
         if name not in self.backends:
-            self.backends[name] = RouteBackend(name, ref, route, policy, source, userlist, ca_file)
+            self.backends[name] = RouteBackend(
+                name, ref, route, policy, source, userlist, ca_file, mode
+            )
         return name
 
     def add_ingress(self, obj: Mapping[str, Any]) -> None:
@@ -266,6 +272,9 @@ class _Builder:
         own = items or route != ann.DEFAULT_ROUTE
         ingress_values = values if own else None
         source = parsed.source
+        if route.ssl_passthrough:
+            self._add_passthrough(parsed, ingress_values)
+            return
         for host, path, ptype, ref in parsed.routes:
             backend = self.route_backend(ref, source, route, ingress_values, userlist)
             if backend is None:
@@ -292,6 +301,25 @@ class _Builder:
                 self.certs[cert_key][1].update(tls_hosts)
             else:
                 self.certs[cert_key] = (pem, set(tls_hosts))
+
+    def _add_passthrough(
+        self, parsed: Any, ingress_values: tuple[tuple[str, Any], ...] | None
+    ) -> None:
+        # TLS is not terminated: the SNI name picks the Service, so paths cannot matter (the
+        # first path of a host names it) and HTTP-level annotations do not apply.
+        for host, *_ in parsed.routes:
+            if host == HOST_ANY or host.startswith("*."):
+                raise InvalidObject(
+                    f"ssl-passthrough needs exact hosts, not {host!r}", m.INVALID_ANNOTATION
+                )
+        for host, _path, _ptype, ref in parsed.routes:
+            if self.tables["sni"].get(host, ("", ""))[1] == parsed.source:
+                continue
+            backend = self.route_backend(
+                ref, parsed.source, ann.DEFAULT_ROUTE, ingress_values, None, mode="tcp"
+            )
+            if backend is not None:
+                self.claim("sni", host, backend, parsed.source)
 
     def _add_default(self, parsed: Any, backend: str) -> None:
         # Requests to this Ingress's hosts that match none of its paths; an Ingress without
@@ -378,6 +406,7 @@ def build_ingress_model(
         path_exact=tuple((k, v[0]) for k, v in sorted(tables["exact"].items())),
         path_prefix_exact=tuple((k, v[0]) for k, v in sorted(tables["prefix_exact"].items())),
         path_prefix=tuple((k, v[0]) for k, v in sorted(tables["prefix"].items())),
+        sni_passthrough=tuple((k, v[0]) for k, v in sorted(tables["sni"].items())),
         default_backend=default,
         certificates=tuple(
             Certificate(ns, name, pem, tuple(sorted(h)))

@@ -196,6 +196,7 @@ class RouteBackend:
     source: str  # "namespace/name" of the first Ingress routing here
     userlist: str | None = None  # basic auth
     ca_file: str | None = None  # server-ca
+    mode: str = "http"  # "tcp" for SSL passthrough
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,7 @@ class IngressModel:
     path_exact: tuple[tuple[str, str], ...] = ()
     path_prefix_exact: tuple[tuple[str, str], ...] = ()
     path_prefix: tuple[tuple[str, str], ...] = ()
+    sni_passthrough: tuple[tuple[str, str], ...] = ()  # SNI host -> TCP backend
     default_backend: str | None = None
     certificates: tuple[Certificate, ...] = ()
     default_certificate: Certificate | None = None
@@ -258,6 +260,7 @@ class Backend:
     route: ann.RoutePolicy | None = None  # None: no route rules to render
     server_options: str = ""  # the default-server line's options
     userlist: str | None = None
+    mode: str = "http"
 
 
 KINDS = {
@@ -779,9 +782,10 @@ def build_backends(
                 ref.port,
                 tuple(servers),
                 spec.policy,
-                None if spec.route == ann.DEFAULT_ROUTE else spec.route,
+                None if spec.route == ann.DEFAULT_ROUTE or spec.mode == "tcp" else spec.route,
                 _server_options(spec.policy, spec.ca_file),
                 spec.userlist,
+                spec.mode,
             )
         )
     return tuple(backends)

@@ -232,3 +232,32 @@ def test_the_documentation_lists_every_annotation() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "annotations.md").read_text()
     for key in sorted(KNOWN):
         assert f"`haproxy.org/{key}`" in doc, key
+
+
+def test_ssl_passthrough_renders_a_tcp_frontend_haproxy_accepts_without_warnings() -> None:
+    config = b.template_config()
+    config["spec"]["templateLibraries"]["ingress"]["defaultCertificate"] = f"{NS}/site-tls"
+    ing = _with(
+        b.ingress(NS, "app", [("app.test", [b.path("/", "web")])]), {"ssl-passthrough": "true"}
+    )
+    wild = _with(
+        b.ingress(NS, "wild", [("*.wild.test", [b.path("/", "web")])]), {"ssl-passthrough": "true"}
+    )
+    out = render(
+        RenderInput(
+            config,
+            ingresses=[ing, wild],
+            services=[b.service(NS, "web", [(None, 80, 8080)])],
+            secrets=[b.tls_secret(NS, "site-tls")],
+        )
+    )
+    assert [(w.name, w.reason) for w in out.warnings] == [("wild", "InvalidAnnotation")]
+    assert out.plan["maps"]["maps/sni-passthrough.map"] == {
+        "app.test": "default_web_80.app.passthrough"
+    }
+    assert out.plan["maps"]["maps/hosts.map"] == {}  # not served over plain HTTP
+    text = out.config.decode()
+    assert '    bind "abns@haptic-https-${POD_IP}" accept-proxy ssl crt' in text
+    assert "    mode tcp\n" in _backend(out, "default_web_80.app.passthrough")
+    verdict = check_output(out)
+    assert verdict.accepted and "[WARNING]" not in verdict.output, verdict.output

@@ -151,6 +151,7 @@ def _input(ports: dict[str, int], tmp: Path) -> RenderInput:
         _ing("roundrobin", "pair"),
         _ing("health", "mixed", check_http="/healthz", check_interval="200ms"),
         _ing("secure-backend", "tlsbackend"),
+        _ing("passthrough", "tlsdirect", ssl_passthrough="true"),
         _annotated(
             b.ingress(
                 NS,
@@ -183,6 +184,7 @@ def _input(ports: dict[str, int], tmp: Path) -> RenderInput:
         b.service(NS, "pair", [("web", 80, ports["pair"])]),
         b.service(NS, "mixed", [(None, 80, ports["mixed"])]),
         b.service(NS, "tlsbackend", [(None, 443, ports["tlsbackend"])]),
+        b.service(NS, "tlsdirect", [(None, 80, ports["tlsbackend"])]),
         _annotated(b.service(NS, "slowsvc", [(None, 80, ports["echo"])]), timeout_server="1s"),
     ]
     services[3]["metadata"]["annotations"] = {
@@ -202,6 +204,7 @@ def _input(ports: dict[str, int], tmp: Path) -> RenderInput:
         b.endpointslice(NS, "mixed", [b.endpoint("127.0.0.1"), b.endpoint("127.0.0.2")],
                         [(None, ports["mixed"])]),
         b.endpointslice(NS, "tlsbackend", *ep(["127.0.0.1"], ports["tlsbackend"])),
+        b.endpointslice(NS, "tlsdirect", *ep(["127.0.0.1"], ports["tlsbackend"])),
     ]  # fmt: skip
     users = {
         "apiVersion": "v1",
@@ -418,3 +421,25 @@ def test_default_certificate_for_unknown_names_and_alpn_h2(pod: str) -> None:
         presented = sock.getpeercert(binary_form=True)
         assert sock.selected_alpn_protocol() == "http/1.1"
     assert presented == ssl.PEM_cert_to_DER_cert((b.FIXTURES / "tls.crt").read_text())
+
+
+def test_ssl_passthrough_hands_the_tls_connection_to_the_service(pod: str) -> None:
+    # The backend terminates TLS itself: its answer carries no header HAProxy would add.
+    with _tls(pod, "passthrough.test", ["http/1.1"]) as sock:
+        sock.sendall(b"GET /direct HTTP/1.1\r\nHost: passthrough.test\r\nConnection: close\r\n\r\n")
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.") and b" 200 " in head.split(b"\r\n")[0]
+    assert b"x-haptic-backend" not in head.lower()
+    assert json.loads(body)["path"] == "/direct" and json.loads(body)["label"] == "tls"
+    # Other names still reach the terminating HTTPS frontend behind the TCP one.
+    conn = http.client.HTTPSConnection(pod, 8443, timeout=10, context=_insecure())
+    try:
+        conn.request("GET", "/", headers={"Host": "https-only.test"})
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == 200 and resp.getheader("x-haptic-backend")
+    finally:
+        conn.close()
