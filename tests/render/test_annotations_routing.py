@@ -443,3 +443,50 @@ def test_ssl_passthrough_hands_the_tls_connection_to_the_service(pod: str) -> No
         assert resp.status == 200 and resp.getheader("x-haptic-backend")
     finally:
         conn.close()
+
+
+def test_cluster_default_backend_and_access_log_on_stdout(tmp_path: Path) -> None:
+    # templateLibraries.ingress.defaultBackend answers what no Ingress routes; every request
+    # is logged in the httplog format on HAProxy's stdout.
+    fallback = _start("fallback")
+    try:
+        port = fallback.server_address[1]
+        config = b.template_config()
+        config["spec"]["templateLibraries"]["ingress"]["defaultBackend"] = {
+            "namespace": "infra",
+            "service": {"name": "fallback", "port": {"name": "http"}},
+        }
+        out = render(
+            RenderInput(
+                config,
+                ingresses=[_ing("routed", "echo")],
+                services=[
+                    b.service(NS, "echo", [(None, 80, port)]),
+                    b.service("infra", "fallback", [("http", 80, port)]),
+                ],
+                endpointslices=[
+                    b.endpointslice(NS, "echo", [b.endpoint("127.0.0.1")], [(None, port)]),
+                    b.endpointslice(
+                        "infra", "fallback", [b.endpoint("127.0.0.1")], [("http", port)]
+                    ),
+                ],
+            )
+        )
+        assert out.warnings == ()
+        write_tree(out, tmp_path / "tree")
+        log = tmp_path / "haproxy.stdout"
+        with serving([tmp_path / "tree" / "haproxy.cfg"], stdout=log) as pod_ip:
+            assert _seen(pod_ip, "nobody.test", "/anything")["label"] == "fallback"
+            assert _seen(pod_ip, "routed.test", "/logged-path")["label"] == "fallback"
+            deadline = time.monotonic() + 5
+            while "/logged-path" not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        lines = log.read_text().splitlines()
+        logged = next(line for line in lines if "/logged-path" in line)
+        # httplog: frontend, backend/server, status, request line.
+        assert "http default_echo_80/SRV_1" in logged and " 200 " in logged
+        assert '"GET /logged-path HTTP/1.1"' in logged
+        assert any("http infra_fallback_http/SRV_1" in line for line in lines)
+    finally:
+        fallback.shutdown()
+        fallback.server_close()
