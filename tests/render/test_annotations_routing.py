@@ -490,3 +490,49 @@ def test_cluster_default_backend_and_access_log_on_stdout(tmp_path: Path) -> Non
     finally:
         fallback.shutdown()
         fallback.server_close()
+
+
+def test_server_proto_h2_speaks_http2_to_the_endpoints(tmp_path: Path) -> None:
+    # The endpoint is a second haproxy that accepts only cleartext HTTP/2 and answers with
+    # the HTTP version it received.
+    from controller.rendergate import haproxy_binary
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "h2.cfg").write_text(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n"
+        "    timeout connect 5s\n"
+        f"frontend h2only\n    bind 127.0.0.1:{port} proto h2\n"
+        '    http-request return status 200 content-type text/plain lf-string "v%[req.ver]"\n'
+    )
+    endpoint = subprocess.Popen(
+        [haproxy_binary(), "-db", "-f", str(tmp_path / "h2.cfg")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        svc = _annotated(b.service(NS, "grpc", [(None, 80, port)]), server_proto="h2")
+        out = render(
+            RenderInput(
+                b.template_config(),
+                ingresses=[_ing("grpc", "grpc")],
+                services=[svc],
+                endpointslices=[
+                    b.endpointslice(NS, "grpc", [b.endpoint("127.0.0.1")], [(None, port)])
+                ],
+            )
+        )
+        assert out.warnings == ()
+        write_tree(out, tmp_path / "tree")
+        with serving([tmp_path / "tree" / "haproxy.cfg"]) as pod_ip:
+            deadline = time.monotonic() + 10
+            while True:
+                status, _, body = _request(pod_ip, "grpc.test")
+                if status == 200 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+        assert (status, body) == (200, b"v2.0")
+    finally:
+        endpoint.terminate()
+        endpoint.wait(timeout=10)
