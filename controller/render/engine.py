@@ -197,32 +197,14 @@ def _named_templates(spec: Mapping[str, Any], field: str) -> list[tuple[str, str
     return out
 
 
-def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
-    """Render the complete file set for one HAProxyTemplateConfig and its watched objects.
-
-    Raises RenderError for a fault no object-level isolation can fix (bad template, bad
-    template config). Bad watched objects are skipped and listed in `warnings`.
-    """
-    tdir = templates_dir or str(TEMPLATES_DIR)
-    env = environment(tdir)
-    cfg = inp.template_config or {}
-    spec = cfg.get("spec") if isinstance(cfg, Mapping) else None
-    spec = spec or {}
-    if not isinstance(spec, Mapping):
-        raise RenderError("template config spec is not an object")
-    try:
-        settings = lib.LibrarySettings.from_spec(spec)
-    except (ValueError, AttributeError, TypeError) as exc:
-        raise RenderError(f"spec.templateLibraries: {exc}") from None
-
-    warnings: list[RenderWarning] = []
-    objs = {
-        kind: lib.usable_objects(getattr(inp, kind), kind, warnings)
-        for kind in ("ingresses", "services", "endpointslices", "secrets", "pods")
-    }
-    classes = None
-    if inp.ingressclasses is not None:
-        classes = lib.usable_objects(inp.ingressclasses, "ingressclasses", warnings)
+def _build_libraries(
+    inp: RenderInput,
+    settings: lib.LibrarySettings,
+    objs: Mapping[str, list[Mapping[str, Any]]],
+    classes: list[Mapping[str, Any]] | None,
+    warnings: list[RenderWarning],
+) -> tuple[lib.IngressModel, tuple[lib.Backend, ...], set[str]]:
+    """The data side of the ingress and kubernetes-backends libraries."""
     model = lib.IngressModel()
     backends: tuple[lib.Backend, ...] = ()
     gated_pods: set[str] = set()
@@ -255,6 +237,37 @@ def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
             )
     except Exception as exc:  # a library bug must surface as a render error, not a crash
         raise RenderError(f"template library failed: {type(exc).__name__}: {exc}") from exc
+
+    return model, backends, gated_pods
+
+
+def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
+    """Render the complete file set for one HAProxyTemplateConfig and its watched objects.
+
+    Raises RenderError for a fault no object-level isolation can fix (bad template, bad
+    template config). Bad watched objects are skipped and listed in `warnings`.
+    """
+    tdir = templates_dir or str(TEMPLATES_DIR)
+    env = environment(tdir)
+    cfg = inp.template_config or {}
+    spec = cfg.get("spec") if isinstance(cfg, Mapping) else None
+    spec = spec or {}
+    if not isinstance(spec, Mapping):
+        raise RenderError("template config spec is not an object")
+    try:
+        settings = lib.LibrarySettings.from_spec(spec)
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise RenderError(f"spec.templateLibraries: {exc}") from None
+
+    warnings: list[RenderWarning] = []
+    objs = {
+        kind: lib.usable_objects(getattr(inp, kind), kind, warnings)
+        for kind in ("ingresses", "services", "endpointslices", "secrets", "pods")
+    }
+    classes = None
+    if inp.ingressclasses is not None:
+        classes = lib.usable_objects(inp.ingressclasses, "ingressclasses", warnings)
+    model, backends, gated_pods = _build_libraries(inp, settings, objs, classes, warnings)
 
     ctx: dict[str, Any] = {
         "template_config": cfg,

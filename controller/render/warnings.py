@@ -10,6 +10,7 @@ the pure part for the HAProxyTemplateConfig status: the count and the first N wa
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import uuid
 from collections import Counter
@@ -40,6 +41,7 @@ API_VERSIONS = {
     "EndpointSlice": "discovery.k8s.io/v1",
 }
 SUMMARY_LIMIT = 10
+EVENT_BACKLOG = 1000
 
 EmitEvent = Callable[[RenderWarning], None]
 
@@ -109,20 +111,35 @@ def event_body(warning: RenderWarning, identity: str) -> dict[str, Any]:
     }
 
 
-def event_emitter(api_client: client.ApiClient, identity: str) -> EmitEvent:
-    """Events written on a background thread: they are reports, and a failing write must
-    never hold up leader work."""
+def event_emitter(
+    api_client: client.ApiClient, identity: str, backlog: int = EVENT_BACKLOG
+) -> EmitEvent:
+    """Events written by one background thread: they are reports, and a failing or slow
+    write must never hold up leader work. At most `backlog` wait; beyond that they are
+    dropped (logged): a cluster full of broken objects must not flood the API server.
+    `emit` is called from one thread, the leader's render coordinator."""
     core = client.CoreV1Api(api_client)
+    pending: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=backlog)
+    started = threading.Event()
 
-    def send(body: dict[str, Any]) -> None:
-        try:
-            core.create_namespaced_event(body["metadata"]["namespace"], body, _request_timeout=5.0)
-        except Exception as exc:
-            log.warning("render warning event %s not recorded: %s", body["reason"], exc)
+    def send_all() -> None:
+        while True:
+            body = pending.get()
+            try:
+                core.create_namespaced_event(
+                    body["metadata"]["namespace"], body, _request_timeout=5.0
+                )
+            except Exception as exc:
+                log.warning("render warning event %s not recorded: %s", body["reason"], exc)
 
     def emit(warning: RenderWarning) -> None:
-        body = event_body(warning, identity)
-        threading.Thread(target=send, args=(body,), daemon=True).start()
+        if not started.is_set():
+            started.set()
+            threading.Thread(target=send_all, name="render-warning-events", daemon=True).start()
+        try:
+            pending.put_nowait(event_body(warning, identity))
+        except queue.Full:
+            log.warning("render warning event dropped (backlog full): %s", warning)
 
     return emit
 
