@@ -41,7 +41,7 @@ KNOWN_RESOURCES = {
         "namespaces",
     },
     "coordination.k8s.io": {"leases"},
-    "networking.k8s.io": {"ingresses", "ingressclasses"},
+    "networking.k8s.io": {"ingresses", "ingresses/status", "ingressclasses"},
     "discovery.k8s.io": {"endpointslices"},
     "apps": {"deployments", "deployments/status"},
 }

@@ -353,4 +353,5 @@ def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
         structure_digest=plan["structure_digest"],
         warnings=tuple(warnings),
         gate_ready_pods=tuple(sorted(gated_pods)),
+        served_ingresses=model.served,
     )

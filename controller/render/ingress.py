@@ -158,6 +158,7 @@ class _Builder:
         self.userlists: dict[str, Userlist] = {}
         self.ca_files: dict[str, bytes] = {}
         self.used: set[str] = set()  # backends some route or default points at
+        self.served: set[str] = set()  # Ingresses that hold a route
         self.host_defaults: list[tuple[str, str, str]] = []  # (host, backend, source)
         self.catch_all: tuple[str, str] | None = None
         self._svc_values: dict[tuple[str, str], tuple[tuple[str, Any], ...]] = {}
@@ -167,6 +168,7 @@ class _Builder:
         if held is None:
             self.tables[table][key] = (backend, source)
             self.used.add(backend)
+            self.served.add(source)
             return True
         if held[0] != backend and not quiet:
             ns, name = source.split("/", 1)
@@ -348,6 +350,7 @@ class _Builder:
                 self.hosts.add(host)
         if self.catch_all is not None:
             self.used.add(self.catch_all[0])
+            self.served.add(self.catch_all[1])
             return self.catch_all[0]
         ref = self.settings.default_backend
         if ref is None:
@@ -417,4 +420,5 @@ def build_ingress_model(
         routes=tuple(builder.routes),
         userlists=tuple(builder.userlists[n] for n in sorted(builder.userlists)),
         ca_files=tuple(sorted(builder.ca_files.items())),
+        served=tuple(sorted(builder.served)),
     )

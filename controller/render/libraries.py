@@ -222,6 +222,7 @@ class IngressModel:
     routes: tuple[Route, ...] = ()
     userlists: tuple[Userlist, ...] = ()
     ca_files: tuple[tuple[str, bytes], ...] = ()  # (path, PEM)
+    served: tuple[str, ...] = ()  # "ns/name" of the Ingresses with a route or default
 
 
 class Server(NamedTuple):

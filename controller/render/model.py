@@ -144,6 +144,9 @@ class RenderOutput:
     # render routes to; the status applier sets their condition once every HAProxy pod runs
     # this render. Empty with the gate off.
     gate_ready_pods: tuple[str, ...] = ()
+    # "namespace/name" of the Ingresses this render serves (at least one route or default):
+    # the Ingress status writer publishes the load balancer addresses on exactly these.
+    served_ingresses: tuple[str, ...] = ()
 
     def file(self, path: str) -> RenderedFile:
         for f in self.files:

@@ -85,3 +85,21 @@ def test_ingress_class_name_in_the_template_config_narrows_to_that_class() -> No
 def test_without_class_information_every_ingress_renders() -> None:
     # Offline renders (fixtures without IngressClasses): None, not an empty class set.
     assert len(_served(None)) == len(_ingresses())
+
+
+def test_served_ingresses_are_the_ones_holding_a_route() -> None:
+    # What the Ingress status writer publishes addresses on: ours with a route or default.
+    older = b.ingress("default", "older", [("a.test", [b.path("/", "web")])], created="2026-01-01")
+    newer = b.ingress("default", "newer", [("a.test", [b.path("/", "api")])], created="2026-02-01")
+    default_only = b.ingress("default", "fallback", default=("web", 80))
+    other = b.ingress("default", "other", [("b.test", [b.path("/", "web")])], ingress_class="x")
+    out = render(
+        RenderInput(
+            b.template_config(),
+            ingresses=[older, newer, default_only, other],
+            services=[b.service("default", n, [(None, 80, 8080)]) for n in ("web", "api")],
+            ingressclasses=[ingress_class("haptic", default=True)],
+        )
+    )
+    assert out.served_ingresses == ("default/fallback", "default/older")
+    assert [(w.name, w.reason) for w in out.warnings] == [("newer", "RouteConflict")]
