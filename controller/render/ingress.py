@@ -28,9 +28,9 @@ from controller.render.libraries import (
     RouteBackend,
     ServiceRef,
     Userlist,
-    _ingress_order,
-    _is_map,
     ingress_class_of,
+    ingress_order,
+    is_map,
     obj_key,
     parse_ingress,
     tls_certificate,
@@ -62,8 +62,8 @@ def our_classes(
     names: set[str] = set()
     default = False
     for cls in classes:
-        spec = cls.get("spec") if _is_map(cls) else None
-        if not _is_map(spec) or spec.get("controller") != CONTROLLER:
+        spec = cls.get("spec") if is_map(cls) else None
+        if not is_map(spec) or spec.get("controller") != CONTROLLER:
             continue
         name = obj_key(cls)[1]
         if settings.ingress_class and name != settings.ingress_class:
@@ -161,7 +161,8 @@ class _Builder:
         self.served: set[str] = set()  # Ingresses that hold a route
         self.host_defaults: list[tuple[str, str, str]] = []  # (host, backend, source)
         self.catch_all: tuple[str, str] | None = None
-        self._svc_values: dict[tuple[str, str], tuple[tuple[str, Any], ...]] = {}
+        # None: the Service's annotations are invalid (warned once).
+        self._svc_values: dict[tuple[str, str], tuple[tuple[str, Any], ...] | None] = {}
 
     def claim(self, table: str, key: str, backend: str, source: str, quiet: bool = False) -> bool:
         held = self.tables[table].get(key)
@@ -181,7 +182,7 @@ class _Builder:
             )
         return False
 
-    def service_values(self, ref: ServiceRef) -> tuple[tuple[str, Any], ...]:
+    def service_values(self, ref: ServiceRef) -> tuple[tuple[str, Any], ...] | None:
         key = (ref.namespace, ref.service)
         if key not in self._svc_values:
             svc = self.svc_index.get(key)
@@ -198,7 +199,7 @@ class _Builder:
                     m.INVALID_ANNOTATION,
                     f"{exc}; routes to this service skipped",
                 )
-                self._svc_values[key] = None  # type: ignore[assignment]
+                self._svc_values[key] = None
         return self._svc_values[key]
 
     def route_backend(
@@ -390,7 +391,7 @@ def build_ingress_model(
     """Routes, map entries, backends, default backend and certificates of our Ingresses."""
     builder = _Builder(services, secrets, settings, warnings)
     class_set = our_classes(classes, settings)
-    for obj in sorted(ingresses, key=_ingress_order):
+    for obj in sorted(ingresses, key=ingress_order):
         key = obj_key(obj)
         try:
             if not is_ours(obj, class_set, settings):

@@ -42,7 +42,7 @@ _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _PATH_RE = re.compile(r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$")
 
 
-def _is_map(value: Any) -> bool:
+def is_map(value: Any) -> bool:
     # dict first: isinstance against the Mapping ABC is slow and objects are dicts.
     return type(value) is dict or isinstance(value, Mapping)
 
@@ -107,7 +107,7 @@ class LibrarySettings:
 def _default_backend_setting(value: Any) -> ServiceRef | None:
     if not value:
         return None
-    if not _is_map(value):
+    if not is_map(value):
         raise ValueError("templateLibraries.ingress.defaultBackend is not an object")
     namespace = value.get("namespace")
     if not isinstance(namespace, str) or not _valid_label(namespace):
@@ -290,8 +290,8 @@ def usable_objects(
     """
     out = []
     for i, obj in enumerate(objs):
-        meta = obj.get("metadata") if _is_map(obj) else None
-        if _is_map(meta) and isinstance(meta.get("name"), str):
+        meta = obj.get("metadata") if is_map(obj) else None
+        if is_map(meta) and isinstance(meta.get("name"), str):
             out.append(obj)
         else:
             warn(
@@ -309,25 +309,25 @@ def obj_key(obj: Mapping[str, Any]) -> tuple[str, str]:
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
-def _ingress_order(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+def ingress_order(obj: Mapping[str, Any]) -> tuple[str, str, str]:
     # Oldest first decides conflicts, as ingress controllers usually do; names break ties.
     meta = obj.get("metadata") or {}
     return (str(meta.get("creationTimestamp") or ""), *obj_key(obj))
 
 
 def _service_ref(namespace: str, backend: Any, where: str) -> ServiceRef:
-    if not _is_map(backend):
+    if not is_map(backend):
         raise InvalidObject(f"{where}: backend is not an object")
     if "resource" in backend:
         raise InvalidObject(f"{where}: resource backends are not supported", m.UNSUPPORTED_BACKEND)
     svc = backend.get("service")
-    if not _is_map(svc):
+    if not is_map(svc):
         raise InvalidObject(f"{where}: backend has no service")
     name = svc.get("name")
     if not isinstance(name, str) or len(name) > 63 or not _valid_service(name):
         raise InvalidObject(f"{where}: invalid service name {name!r}")
     port = svc.get("port")
-    if not _is_map(port):
+    if not is_map(port):
         raise InvalidObject(f"{where}: service {name} has no port")
     number, pname = port.get("number"), port.get("name")
     if number is not None:
@@ -397,7 +397,7 @@ def parse_ingress(obj: Mapping[str, Any]) -> _ParsedIngress:
         raise InvalidObject("invalid metadata")
     source = f"{namespace}/{name}"
     spec = obj.get("spec") or {}
-    if not _is_map(spec):
+    if not is_map(spec):
         raise InvalidObject("spec is not an object")
     routes: list[tuple[str, str, str, ServiceRef]] = []
     rules = spec.get("rules") or []
@@ -405,18 +405,18 @@ def parse_ingress(obj: Mapping[str, Any]) -> _ParsedIngress:
         raise InvalidObject("rules is not a list")
     for i, rule in enumerate(rules):
         where = f"rules[{i}]"
-        if not _is_map(rule):
+        if not is_map(rule):
             raise InvalidObject(f"{where}: not an object")
         host = _host(rule.get("host"), where)
         http = rule.get("http") or {}
-        paths = http.get("paths") if _is_map(http) else None
+        paths = http.get("paths") if is_map(http) else None
         if not isinstance(paths, list):
             if http:
                 raise InvalidObject(f"{where}: http.paths is not a list")
             continue
         for j, p in enumerate(paths):
             pwhere = f"{where}.http.paths[{j}]"
-            if not _is_map(p):
+            if not is_map(p):
                 raise InvalidObject(f"{pwhere}: not an object")
             ptype = p.get("pathType")
             if ptype not in PATH_TYPES:
@@ -436,7 +436,7 @@ def parse_ingress(obj: Mapping[str, Any]) -> _ParsedIngress:
         raise InvalidObject("tls is not a list")
     for i, entry in enumerate(tls_list):
         where = f"tls[{i}]"
-        if not _is_map(entry):
+        if not is_map(entry):
             raise InvalidObject(f"{where}: not an object")
         secret = entry.get("secretName")
         if not isinstance(secret, str) or not _valid_name(secret):
@@ -451,7 +451,7 @@ def parse_ingress(obj: Mapping[str, Any]) -> _ParsedIngress:
 
 def ingress_class_of(obj: Mapping[str, Any]) -> str | None:
     spec = obj.get("spec") or {}
-    cls = spec.get("ingressClassName") if _is_map(spec) else None
+    cls = spec.get("ingressClassName") if is_map(spec) else None
     if cls:
         return str(cls)
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
@@ -481,7 +481,7 @@ def tls_certificate(secret: Mapping[str, Any] | None, where: str) -> bytes:
 
 def _condition_true(obj: Mapping[str, Any], ctype: str) -> bool:
     for cond in (obj.get("status") or {}).get("conditions") or []:
-        if _is_map(cond) and cond.get("type") == ctype:
+        if is_map(cond) and cond.get("type") == ctype:
             return cond.get("status") == "True"
     return False
 
@@ -490,7 +490,7 @@ def holds_gate(pod: Mapping[str, Any] | None) -> bool:
     """Whether a pod lists the load-balancer-ready condition under spec.readinessGates."""
     try:
         gates = ((pod or {}).get("spec") or {}).get("readinessGates") or []
-        return any(_is_map(g) and g.get("conditionType") == GATE_CONDITION for g in gates)
+        return any(is_map(g) and g.get("conditionType") == GATE_CONDITION for g in gates)
     except (AttributeError, TypeError):
         return False  # a malformed pod never holds the gate
 
@@ -597,7 +597,7 @@ def _assign_slots(
     """
     slots: list[tuple[str, int] | None] = [None] * total
     rest = list(ordered)
-    if previous and _is_map(previous):
+    if previous and is_map(previous):
         held: dict[tuple[str, int], int] = {}
         for name, server in previous.items():
             index = _slot_index(name)
