@@ -121,6 +121,7 @@ class LeaderPipeline:
         run_publication: Callable[[], None] | None = None,
         write_fence: Callable[[], bool] = lambda: True,
         on_converged: Callable[[RenderOutput], None] | None = None,
+        report_warnings: Callable[[RenderOutput], None] | None = None,
     ) -> None:
         self.api_client = api_client
         self.token = token
@@ -144,6 +145,8 @@ class LeaderPipeline:
         self.write_fence = write_fence
         # Called once every HAProxy pod runs an output (ADR-0034's status applier).
         self.on_converged = on_converged
+        # Render warnings -> Events and metric (controller.render.warnings.report_warnings).
+        self.report_warnings = report_warnings
         self.objects = Objects(api_client, template.namespace)
         self.store = RetainedStateStore(api_client, template, token.lease_name, token.namespace)
         self.ordinary = OrdinaryPublisher(self.objects, template)
@@ -262,6 +265,8 @@ class LeaderPipeline:
         except RenderError as exc:
             self._render_failed(str(exc))
             return
+        if self.report_warnings is not None:
+            self.report_warnings(output)
         first = not self.state.first_render_done
         verdict = self.gate.check_before_dispatch(output, term_first_render=first)
         self.state.first_render_done = True

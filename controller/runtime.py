@@ -24,8 +24,10 @@ from controller.election.timing import parse_duration
 from controller.fencing import check_term
 from controller.hub.config import HubConfig
 from controller.hub.hub import build_hub
+from controller.ingressstatus import IngressStatusWriter, fleet_addresses
 from controller.leader import LeaderPipeline, LeaderSettings, PlanMemory
 from controller.leader_tasks import send_leader_task
+from controller.render.warnings import render_warning_reporter, template_status_writer
 from controller.rendergate import RenderGate
 from controller.retained.checkpoint import API_VERSION, TemplateRef
 from controller.statusapplier import StatusApplier, cache_lookup
@@ -190,6 +192,23 @@ class ControllerReplica:
             term_valid=term.is_valid,
             check_term=lambda: check_term(self.api_client, term.token),
         )
+        caches = self.watch.caches
+        ingress_status = IngressStatusWriter(
+            self.runtime.workload_client,
+            lambda: caches.snapshot().get("ingresses"),
+            lambda: fleet_addresses(
+                caches.template_config,
+                cache_lookup(caches.informer, "services"),
+                (p.pod_ip for p in caches.haproxy_pods() if not p.terminating),
+            ),
+            term_valid=term.is_valid,
+            check_term=lambda: check_term(self.api_client, term.token),
+        )
+
+        def converged(output: Any) -> None:
+            applier.apply(output)
+            ingress_status.apply(output)
+
         pipeline = LeaderPipeline(
             api_client=self.api_client,
             token=term.token,
@@ -209,7 +228,17 @@ class ControllerReplica:
             ),
             run_publication=lambda: self._via_leader_queue(term, "controller.leader.publish"),
             write_fence=self.hub.fence.is_open,
-            on_converged=applier.apply,
+            on_converged=converged,
+            report_warnings=render_warning_reporter(
+                self.runtime.workload_client,
+                self.runtime.identity,
+                template_status_writer(
+                    self.api_client,
+                    ref.namespace,
+                    ref.name,
+                    lambda: check_term(self.api_client, term.token),
+                ),
+            ),
         )
         with self._lock:
             if not term.is_valid():

@@ -242,7 +242,21 @@ def base_objects(token: str) -> list[dict]:
             "type": "Opaque",
             "stringData": {"token": token},
         },
+        ingress_class(),
     ]
+
+
+def ingress_class() -> dict:
+    """deploy/ingressclass.yaml (a test keeps them equal): the default class, haptic's."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "IngressClass",
+        "metadata": {
+            "name": "haptic",
+            "annotations": {"ingressclass.kubernetes.io/is-default-class": "true"},
+        },
+        "spec": {"controller": "haproxy-haptic.org/controller"},
+    }
 
 
 # -- processes ------------------------------------------------------------------------------

@@ -198,6 +198,15 @@ BUILTIN: list[ResourceType] = [
         list_keys=dict(_META),
     ),
     ResourceType(
+        "networking.k8s.io",
+        "v1",
+        "ingressclasses",
+        "IngressClass",
+        namespaced=False,
+        singular="ingressclass",
+        list_keys=dict(_META),
+    ),
+    ResourceType(
         "coordination.k8s.io", "v1", "leases", "Lease", singular="lease", list_keys=dict(_META)
     ),
     ResourceType(

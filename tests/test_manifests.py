@@ -25,6 +25,7 @@ BUILTIN_KINDS = {
     ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+    ("networking.k8s.io/v1", "IngressClass"),
 }
 
 # Resources an RBAC rule may name, by API group.
@@ -40,7 +41,7 @@ KNOWN_RESOURCES = {
         "namespaces",
     },
     "coordination.k8s.io": {"leases"},
-    "networking.k8s.io": {"ingresses"},
+    "networking.k8s.io": {"ingresses", "ingresses/status", "ingressclasses"},
     "discovery.k8s.io": {"endpointslices"},
     "apps": {"deployments", "deployments/status"},
 }
@@ -165,3 +166,12 @@ def test_every_file_an_image_copies_exists(containerfile: Path) -> None:
 def test_images_exist_for_controller_web_and_haproxy() -> None:
     names = {p.name for p in (DEPLOY / "images").glob("*.Containerfile")}
     assert names == {"controller.Containerfile", "web.Containerfile", "haproxy.Containerfile"}
+
+
+def test_the_shipped_ingress_class_is_the_one_make_run_installs() -> None:
+    from haptic_site import stack
+
+    (doc,) = _documents(DEPLOY / "ingressclass.yaml")
+    assert doc == stack.ingress_class()
+    assert doc["spec"]["controller"] == "haproxy-haptic.org/controller"
+    assert stack.ingress_class() in stack.base_objects("token")

@@ -17,8 +17,16 @@ from typing import Any, NoReturn
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from controller.render import ingress as ingress_lib
 from controller.render import libraries as lib
-from controller.render.model import RenderedFile, RenderError, RenderInput, RenderOutput
+from controller.render import model as m
+from controller.render.model import (
+    RenderedFile,
+    RenderError,
+    RenderInput,
+    RenderOutput,
+    RenderWarning,
+)
 from controller.render.plan import build_plan, checksum, plan_id
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
@@ -34,6 +42,7 @@ INGRESS_MAPS = {
     "path_exact": "maps/path-exact.map",
     "path_prefix_exact": "maps/path-prefix-exact.map",
     "path_prefix": "maps/path-prefix.map",
+    "sni_passthrough": "maps/sni-passthrough.map",
 }
 _FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _USER_PREFIX = "spec."
@@ -145,6 +154,33 @@ def _sorted_objects(objs: Sequence[Mapping[str, Any]]) -> _SortedObjects:
     return _SortedObjects(objs)
 
 
+SETTINGS_TEMPLATE = "kubernetes-backends/settings.cfg.j2"
+
+
+def _backend_settings(
+    env: ImmutableSandboxedEnvironment, ctx: dict[str, Any]
+) -> Callable[[lib.Backend], str]:
+    """`backend_settings(backend)` for the templates: its settings lines, rendered once per
+    distinct (policy, route, server options, userlist) in this render."""
+    cache: dict[tuple[Any, ...], str] = {}
+
+    def settings(backend: lib.Backend) -> str:
+        key = (
+            backend.policy,
+            backend.route,
+            backend.server_options,
+            backend.userlist,
+            backend.mode,
+        )
+        text = cache.get(key)
+        if text is None:
+            template = env.get_template(SETTINGS_TEMPLATE)
+            text = cache[key] = template.render({**ctx, "backend": backend})
+        return text
+
+    return settings
+
+
 def _named_templates(spec: Mapping[str, Any], field: str) -> list[tuple[str, str]]:
     entries = spec.get(field) or {}
     if not isinstance(entries, Mapping):
@@ -159,6 +195,50 @@ def _named_templates(spec: Mapping[str, Any], field: str) -> list[tuple[str, str
             raise RenderError(f"spec.{field}.{name}: template is not a string")
         out.append((name, source))
     return out
+
+
+def _build_libraries(
+    inp: RenderInput,
+    settings: lib.LibrarySettings,
+    objs: Mapping[str, list[Mapping[str, Any]]],
+    classes: list[Mapping[str, Any]] | None,
+    warnings: list[RenderWarning],
+) -> tuple[lib.IngressModel, tuple[lib.Backend, ...], set[str]]:
+    """The data side of the ingress and kubernetes-backends libraries."""
+    model = lib.IngressModel()
+    backends: tuple[lib.Backend, ...] = ()
+    gated_pods: set[str] = set()
+    try:
+        if settings.ingress:
+            model = ingress_lib.build_ingress_model(
+                objs["ingresses"], objs["services"], objs["secrets"], classes, settings, warnings
+            )
+        if settings.kubernetes_backends:
+            previous = (inp.previous_plan or {}).get("backends")
+            backends = lib.build_backends(
+                model.services,
+                objs["services"],
+                objs["endpointslices"],
+                objs["pods"],
+                settings,
+                warnings,
+                previous if isinstance(previous, Mapping) else None,
+                gated_pods,
+            )
+        elif model.services:
+            warnings.append(
+                RenderWarning(
+                    "HAProxyTemplateConfig",
+                    "",
+                    "",
+                    m.LIBRARY_DISABLED,
+                    "kubernetesBackends library disabled: ingress routes have no backends",
+                )
+            )
+    except Exception as exc:  # a library bug must surface as a render error, not a crash
+        raise RenderError(f"template library failed: {type(exc).__name__}: {exc}") from exc
+
+    return model, backends, gated_pods
 
 
 def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
@@ -179,33 +259,15 @@ def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
     except (ValueError, AttributeError, TypeError) as exc:
         raise RenderError(f"spec.templateLibraries: {exc}") from None
 
-    warnings: list[str] = []
+    warnings: list[RenderWarning] = []
     objs = {
         kind: lib.usable_objects(getattr(inp, kind), kind, warnings)
         for kind in ("ingresses", "services", "endpointslices", "secrets", "pods")
     }
-    model = lib.IngressModel()
-    backends: tuple[lib.Backend, ...] = ()
-    gated_pods: set[str] = set()
-    try:
-        if settings.ingress:
-            model = lib.build_ingress_model(objs["ingresses"], objs["secrets"], settings, warnings)
-        if settings.kubernetes_backends:
-            previous = (inp.previous_plan or {}).get("backends")
-            backends = lib.build_backends(
-                model.services,
-                objs["services"],
-                objs["endpointslices"],
-                objs["pods"],
-                settings,
-                warnings,
-                previous if isinstance(previous, Mapping) else None,
-                gated_pods,
-            )
-        elif model.services:
-            warnings.append("kubernetesBackends library disabled: ingress routes have no backends")
-    except Exception as exc:  # a library bug must surface as a render error, not a crash
-        raise RenderError(f"template library failed: {type(exc).__name__}: {exc}") from exc
+    classes = None
+    if inp.ingressclasses is not None:
+        classes = lib.usable_objects(inp.ingressclasses, "ingressclasses", warnings)
+    model, backends, gated_pods = _build_libraries(inp, settings, objs, classes, warnings)
 
     ctx: dict[str, Any] = {
         "template_config": cfg,
@@ -216,6 +278,7 @@ def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
         "endpointslices": _sorted_objects(objs["endpointslices"]),
         "secrets": _sorted_objects(objs["secrets"]),
         "pods": _sorted_objects(objs["pods"]),
+        "ingressclasses": _sorted_objects(classes or []),
         "resources": {
             k: _sorted_objects(lib.usable_objects(v, k, warnings))
             for k, v in sorted(inp.resources.items())
@@ -227,11 +290,14 @@ def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
         "backend_names": frozenset(b.name for b in backends),
         "certificates": model.certificates,
         "crt_list": CRT_LIST_PATH if model.certificates else None,
+        "default_certificate": model.default_certificate,
+        "userlists": model.userlists,
         "maps": INGRESS_MAPS,
         "default_backend": model.default_backend or lib.NOT_FOUND_BACKEND,
         "not_found_backend": lib.NOT_FOUND_BACKEND,
     }
 
+    ctx["backend_settings"] = _backend_settings(env, ctx)
     files: dict[str, RenderedFile] = {}
 
     def add(path: str, kind: str, content: str | bytes) -> None:
@@ -247,6 +313,11 @@ def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
             add(path, "map", _run(map_template, _LIB_PREFIX + MAP_TEMPLATE, {"entries": entries}))
         for cert in model.certificates:
             add(cert.path, "certificate", cert.content)
+        default_cert = model.default_certificate
+        if default_cert is not None and default_cert.path not in files:
+            add(default_cert.path, "certificate", default_cert.content)
+        for path, content in model.ca_files:
+            add(path, "certificate", content)
         if model.certificates:
             crt = functools.partial(env.get_template, CRT_LIST_TEMPLATE)
             add(CRT_LIST_PATH, "crt-list", _run(crt, _LIB_PREFIX + CRT_LIST_TEMPLATE, ctx))
@@ -282,4 +353,5 @@ def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
         structure_digest=plan["structure_digest"],
         warnings=tuple(warnings),
         gate_ready_pods=tuple(sorted(gated_pods)),
+        served_ingresses=model.served,
     )

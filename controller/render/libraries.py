@@ -13,8 +13,12 @@ import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
+
+from controller.render import annotations as ann
+from controller.render import model as m
+from controller.render.model import RenderWarning
 
 GATE_CONDITION = "haproxy-haptic.org/load-balancer-ready"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
@@ -38,13 +42,19 @@ _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _PATH_RE = re.compile(r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$")
 
 
-def _is_map(value: Any) -> bool:
+def is_map(value: Any) -> bool:
     # dict first: isinstance against the Mapping ABC is slow and objects are dicts.
     return type(value) is dict or isinstance(value, Mapping)
 
 
 class InvalidObject(ValueError):
-    """A watched object the library cannot use; the render skips it with a warning."""
+    """A watched object the library cannot use; the render skips it with a warning.
+
+    `reason` is the RenderWarning reason code."""
+
+    def __init__(self, message: str, reason: str = m.INVALID_OBJECT) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,15 @@ class LibrarySettings:
     kubernetes_backends: bool = True
     server_slots: int = 10
     readiness_gate: bool = False
+    # templateLibraries.ingress: cluster defaults of the ingress library.
+    default_backend: ServiceRef | None = None
+    default_certificate: tuple[str, str] | None = None  # (namespace, Secret name)
+    ssl_redirect: bool = False
+    allow_snippets: bool = False
+    debug_headers: bool = False
+    access_logs: bool = True
+    # templateLibraries.kubernetesBackends: what a backend gets without annotations.
+    backend_defaults: ann.BackendPolicy = ann.DEFAULT_BACKEND
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> LibrarySettings:
@@ -75,7 +94,54 @@ class LibrarySettings:
             kubernetes_backends=bool(kb.get("enabled", True)),
             server_slots=slots,
             readiness_gate=bool(gate.get("enabled", False)),
+            default_backend=_default_backend_setting(ing.get("defaultBackend")),
+            default_certificate=_secret_setting(ing.get("defaultCertificate")),
+            ssl_redirect=ing.get("sslRedirect", False) is True,
+            allow_snippets=ing.get("allowSnippets", False) is True,
+            debug_headers=ing.get("debugHeaders", False) is True,
+            access_logs=ing.get("accessLogs", True) is not False,
+            backend_defaults=_backend_defaults(kb),
         )
+
+
+def _default_backend_setting(value: Any) -> ServiceRef | None:
+    if not value:
+        return None
+    if not is_map(value):
+        raise ValueError("templateLibraries.ingress.defaultBackend is not an object")
+    namespace = value.get("namespace")
+    if not isinstance(namespace, str) or not _valid_label(namespace):
+        raise ValueError(f"templateLibraries.ingress.defaultBackend.namespace {namespace!r}")
+    try:
+        return _service_ref(namespace, value, "templateLibraries.ingress.defaultBackend")
+    except InvalidObject as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _secret_setting(value: Any) -> tuple[str, str] | None:
+    if not value:
+        return None
+    namespace, _, name = str(value).partition("/")
+    if not (_valid_label(namespace) and _valid_name(name)):
+        raise ValueError(f"templateLibraries.ingress.defaultCertificate {value!r}: not ns/name")
+    return namespace, name
+
+
+def _backend_defaults(kb: Mapping[str, Any]) -> ann.BackendPolicy:
+    checks = kb.get("healthChecks") or {}
+    values: dict[str, Any] = {}
+    if "enabled" in checks:
+        values["check"] = checks["enabled"] is True
+    try:
+        if "interval" in checks:
+            values["check_interval"] = ann.parse_duration(
+                "healthChecks.interval", str(checks["interval"])
+            )
+        if kb.get("balance"):
+            values["balance"] = ann.parse_balance("balance", str(kb["balance"]))
+    except ann.InvalidAnnotation as exc:
+        raise ValueError(f"templateLibraries.kubernetesBackends: {exc}") from None
+    return replace(ann.DEFAULT_BACKEND, **values) if values else ann.DEFAULT_BACKEND
 
 
 @dataclass(frozen=True, order=True)
@@ -115,6 +181,31 @@ class Certificate:
 
 
 @dataclass(frozen=True)
+class RouteBackend:
+    """What routes point at: one HAProxy backend for a Service port and a set of policies.
+
+    Routes of Ingresses without `haproxy.org/*` annotations share the Service port's backend
+    (`ns_svc_port`); an annotated Ingress gets backends of its own (`ns_svc_port.<ingress>`),
+    since its rules and settings must not leak onto other Ingresses' routes.
+    """
+
+    name: str
+    ref: ServiceRef
+    route: ann.RoutePolicy
+    policy: ann.BackendPolicy
+    source: str  # "namespace/name" of the first Ingress routing here
+    userlist: str | None = None  # basic auth
+    ca_file: str | None = None  # server-ca
+    mode: str = "http"  # "tcp" for SSL passthrough
+
+
+@dataclass(frozen=True)
+class Userlist:
+    name: str
+    users: tuple[tuple[str, str], ...]  # (user, crypt(3) hash)
+
+
+@dataclass(frozen=True)
 class IngressModel:
     """What the ingress library renders: map entries (sorted), default backend, certs."""
 
@@ -123,10 +214,15 @@ class IngressModel:
     path_exact: tuple[tuple[str, str], ...] = ()
     path_prefix_exact: tuple[tuple[str, str], ...] = ()
     path_prefix: tuple[tuple[str, str], ...] = ()
+    sni_passthrough: tuple[tuple[str, str], ...] = ()  # SNI host -> TCP backend
     default_backend: str | None = None
     certificates: tuple[Certificate, ...] = ()
-    services: tuple[ServiceRef, ...] = ()
+    default_certificate: Certificate | None = None
+    services: tuple[RouteBackend, ...] = ()
     routes: tuple[Route, ...] = ()
+    userlists: tuple[Userlist, ...] = ()
+    ca_files: tuple[tuple[str, bytes], ...] = ()  # (path, PEM)
+    served: tuple[str, ...] = ()  # "ns/name" of the Ingresses with a route or default
 
 
 class Server(NamedTuple):
@@ -161,20 +257,50 @@ class Backend:
     service: str
     port: int | str
     servers: tuple[Server, ...]
+    policy: ann.BackendPolicy = ann.DEFAULT_BACKEND
+    route: ann.RoutePolicy | None = None  # None: no route rules to render
+    server_options: str = ""  # the default-server line's options
+    userlist: str | None = None
+    mode: str = "http"
 
 
-def usable_objects(objs: Iterable[Any], kind: str, warnings: list[str]) -> list[Mapping[str, Any]]:
+KINDS = {
+    "ingresses": "Ingress",
+    "services": "Service",
+    "endpointslices": "EndpointSlice",
+    "secrets": "Secret",
+    "pods": "Pod",
+    "ingressclasses": "IngressClass",
+}
+
+
+def warn(
+    warnings: list[RenderWarning], kind: str, key: tuple[str, str], reason: str, message: str
+) -> None:
+    """Record one skipped or degraded object (RenderWarning)."""
+    warnings.append(RenderWarning(kind, key[0], key[1], reason, message))
+
+
+def usable_objects(
+    objs: Iterable[Any], kind: str, warnings: list[RenderWarning]
+) -> list[Mapping[str, Any]]:
     """The objects with an object `metadata` and a string name; the rest skipped (warned).
 
     Everything after this may rely on obj_key working.
     """
     out = []
     for i, obj in enumerate(objs):
-        meta = obj.get("metadata") if _is_map(obj) else None
-        if _is_map(meta) and isinstance(meta.get("name"), str):
+        meta = obj.get("metadata") if is_map(obj) else None
+        if is_map(meta) and isinstance(meta.get("name"), str):
             out.append(obj)
         else:
-            warnings.append(f"{kind}[{i}]: no metadata.name; skipped")
+            warn(
+                warnings,
+                KINDS.get(kind, kind),
+                ("", f"{kind}[{i}]"),
+                m.INVALID_OBJECT,
+                "no metadata.name; skipped",
+            )
     return out
 
 
@@ -183,25 +309,25 @@ def obj_key(obj: Mapping[str, Any]) -> tuple[str, str]:
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
-def _ingress_order(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+def ingress_order(obj: Mapping[str, Any]) -> tuple[str, str, str]:
     # Oldest first decides conflicts, as ingress controllers usually do; names break ties.
     meta = obj.get("metadata") or {}
     return (str(meta.get("creationTimestamp") or ""), *obj_key(obj))
 
 
 def _service_ref(namespace: str, backend: Any, where: str) -> ServiceRef:
-    if not _is_map(backend):
+    if not is_map(backend):
         raise InvalidObject(f"{where}: backend is not an object")
     if "resource" in backend:
-        raise InvalidObject(f"{where}: resource backends are not supported")
+        raise InvalidObject(f"{where}: resource backends are not supported", m.UNSUPPORTED_BACKEND)
     svc = backend.get("service")
-    if not _is_map(svc):
+    if not is_map(svc):
         raise InvalidObject(f"{where}: backend has no service")
     name = svc.get("name")
     if not isinstance(name, str) or len(name) > 63 or not _valid_service(name):
         raise InvalidObject(f"{where}: invalid service name {name!r}")
     port = svc.get("port")
-    if not _is_map(port):
+    if not is_map(port):
         raise InvalidObject(f"{where}: service {name} has no port")
     number, pname = port.get("number"), port.get("name")
     if number is not None:
@@ -268,29 +394,29 @@ def parse_ingress(obj: Mapping[str, Any]) -> _ParsedIngress:
     """
     namespace, name = obj_key(obj)
     if not (name and namespace and _valid_name(name) and _valid_label(namespace)):
-        raise InvalidObject(f"ingress {namespace}/{name}: invalid metadata")
+        raise InvalidObject("invalid metadata")
     source = f"{namespace}/{name}"
     spec = obj.get("spec") or {}
-    if not _is_map(spec):
-        raise InvalidObject(f"ingress {source}: spec is not an object")
+    if not is_map(spec):
+        raise InvalidObject("spec is not an object")
     routes: list[tuple[str, str, str, ServiceRef]] = []
     rules = spec.get("rules") or []
     if not isinstance(rules, list):
-        raise InvalidObject(f"ingress {source}: rules is not a list")
+        raise InvalidObject("rules is not a list")
     for i, rule in enumerate(rules):
-        where = f"ingress {source} rules[{i}]"
-        if not _is_map(rule):
+        where = f"rules[{i}]"
+        if not is_map(rule):
             raise InvalidObject(f"{where}: not an object")
         host = _host(rule.get("host"), where)
         http = rule.get("http") or {}
-        paths = http.get("paths") if _is_map(http) else None
+        paths = http.get("paths") if is_map(http) else None
         if not isinstance(paths, list):
             if http:
                 raise InvalidObject(f"{where}: http.paths is not a list")
             continue
         for j, p in enumerate(paths):
             pwhere = f"{where}.http.paths[{j}]"
-            if not _is_map(p):
+            if not is_map(p):
                 raise InvalidObject(f"{pwhere}: not an object")
             ptype = p.get("pathType")
             if ptype not in PATH_TYPES:
@@ -303,16 +429,14 @@ def parse_ingress(obj: Mapping[str, Any]) -> _ParsedIngress:
             routes.append((host, path, ptype, _service_ref(namespace, p.get("backend"), pwhere)))
     default = None
     if spec.get("defaultBackend") is not None:
-        default = _service_ref(
-            namespace, spec["defaultBackend"], f"ingress {source} defaultBackend"
-        )
+        default = _service_ref(namespace, spec["defaultBackend"], "defaultBackend")
     tls: list[tuple[str, tuple[str, ...]]] = []
     tls_list = spec.get("tls") or []
     if not isinstance(tls_list, list):
-        raise InvalidObject(f"ingress {source}: tls is not a list")
+        raise InvalidObject("tls is not a list")
     for i, entry in enumerate(tls_list):
-        where = f"ingress {source} tls[{i}]"
-        if not _is_map(entry):
+        where = f"tls[{i}]"
+        if not is_map(entry):
             raise InvalidObject(f"{where}: not an object")
         secret = entry.get("secretName")
         if not isinstance(secret, str) or not _valid_name(secret):
@@ -327,7 +451,7 @@ def parse_ingress(obj: Mapping[str, Any]) -> _ParsedIngress:
 
 def ingress_class_of(obj: Mapping[str, Any]) -> str | None:
     spec = obj.get("spec") or {}
-    cls = spec.get("ingressClassName") if _is_map(spec) else None
+    cls = spec.get("ingressClassName") if is_map(spec) else None
     if cls:
         return str(cls)
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
@@ -355,106 +479,9 @@ def tls_certificate(secret: Mapping[str, Any] | None, where: str) -> bytes:
     return crt.rstrip(b"\n") + b"\n" + key.rstrip(b"\n") + b"\n"
 
 
-def _wildcard_regex(host: str) -> str:
-    # "*.example.com" matches exactly one label in front, as the Ingress API defines.
-    return "^[^.]+" + re.escape(host[1:]) + "$"
-
-
-def build_ingress_model(
-    ingresses: Iterable[Mapping[str, Any]],
-    secrets: Iterable[Mapping[str, Any]],
-    settings: LibrarySettings,
-    warnings: list[str],
-) -> IngressModel:
-    """Routes, map entries, default backend and certificates from every usable Ingress."""
-    secret_index = {obj_key(s): s for s in secrets}
-    exact: dict[str, tuple[str, str]] = {}
-    prefix_exact: dict[str, tuple[str, str]] = {}
-    prefix: dict[str, tuple[str, str]] = {}
-    hosts: set[str] = set()
-    refs: set[ServiceRef] = set()
-    routes: list[Route] = []
-    default: tuple[str, str] | None = None
-    certs: dict[tuple[str, str], tuple[bytes, set[str]]] = {}
-
-    def claim(table: dict[str, tuple[str, str]], key: str, backend: str, source: str) -> bool:
-        held = table.get(key)
-        if held is None:
-            table[key] = (backend, source)
-            return True
-        if held[0] != backend:
-            warnings.append(f"ingress {source}: route {key} already taken by ingress {held[1]}")
-        return False
-
-    for obj in sorted(ingresses, key=_ingress_order):
-        try:
-            if settings.ingress_class and ingress_class_of(obj) != settings.ingress_class:
-                continue
-            parsed = parse_ingress(obj)
-            namespace = obj_key(obj)[0]
-            tls_files = []
-            for secret_name, tls_hosts in parsed.tls:
-                where = f"ingress {parsed.source} tls secret {secret_name}"
-                try:
-                    pem = tls_certificate(secret_index.get((namespace, secret_name)), where)
-                except InvalidObject as exc:
-                    warnings.append(f"{exc}; TLS for it skipped")
-                    continue
-                tls_files.append(((namespace, secret_name), pem, tls_hosts))
-        except InvalidObject as exc:
-            warnings.append(f"{exc}; ingress skipped")
-            continue
-        except (AttributeError, TypeError, KeyError, ValueError) as exc:
-            warnings.append(f"ingress {'/'.join(obj_key(obj))}: malformed ({exc}); skipped")
-            continue
-        for host, path, ptype, ref in parsed.routes:
-            backend = ref.backend_name
-            used = False
-            if ptype == "Exact":
-                used = claim(exact, host + path, backend, parsed.source)
-            else:
-                trimmed = path.rstrip("/")
-                if trimmed:
-                    used = claim(prefix_exact, host + trimmed, backend, parsed.source) or used
-                used = claim(prefix, host + trimmed + "/", backend, parsed.source) or used
-            if used:
-                refs.add(ref)
-                hosts.add(host)
-                routes.append(Route(host, path, ptype, backend, parsed.source))
-        if parsed.default is not None:
-            if default is None:
-                default = (parsed.default.backend_name, parsed.source)
-                refs.add(parsed.default)
-            elif default[0] != parsed.default.backend_name:
-                warnings.append(
-                    f"ingress {parsed.source}: defaultBackend ignored, "
-                    f"ingress {default[1]} already sets it"
-                )
-        for key, pem, tls_hosts in tls_files:
-            if key in certs:
-                certs[key][1].update(tls_hosts)
-            else:
-                certs[key] = (pem, set(tls_hosts))
-
-    return IngressModel(
-        hosts=tuple((h, h) for h in sorted(hosts) if h != HOST_ANY and not h.startswith("*.")),
-        hosts_wildcard=tuple((_wildcard_regex(h), h) for h in sorted(hosts) if h.startswith("*.")),
-        path_exact=tuple((k, v[0]) for k, v in sorted(exact.items())),
-        path_prefix_exact=tuple((k, v[0]) for k, v in sorted(prefix_exact.items())),
-        path_prefix=tuple((k, v[0]) for k, v in sorted(prefix.items())),
-        default_backend=default[0] if default else None,
-        certificates=tuple(
-            Certificate(ns, name, pem, tuple(sorted(h)))
-            for (ns, name), (pem, h) in sorted(certs.items())
-        ),
-        services=tuple(sorted(refs, key=lambda r: (r.namespace, r.service, str(r.port)))),
-        routes=tuple(routes),
-    )
-
-
 def _condition_true(obj: Mapping[str, Any], ctype: str) -> bool:
     for cond in (obj.get("status") or {}).get("conditions") or []:
-        if _is_map(cond) and cond.get("type") == ctype:
+        if is_map(cond) and cond.get("type") == ctype:
             return cond.get("status") == "True"
     return False
 
@@ -463,7 +490,7 @@ def holds_gate(pod: Mapping[str, Any] | None) -> bool:
     """Whether a pod lists the load-balancer-ready condition under spec.readinessGates."""
     try:
         gates = ((pod or {}).get("spec") or {}).get("readinessGates") or []
-        return any(_is_map(g) and g.get("conditionType") == GATE_CONDITION for g in gates)
+        return any(is_map(g) and g.get("conditionType") == GATE_CONDITION for g in gates)
     except (AttributeError, TypeError):
         return False  # a malformed pod never holds the gate
 
@@ -570,7 +597,7 @@ def _assign_slots(
     """
     slots: list[tuple[str, int] | None] = [None] * total
     rest = list(ordered)
-    if previous and _is_map(previous):
+    if previous and is_map(previous):
         held: dict[tuple[str, int], int] = {}
         for name, server in previous.items():
             index = _slot_index(name)
@@ -596,41 +623,125 @@ def _assign_slots(
 
 
 def _service_port_name(
-    svc: Mapping[str, Any] | None, ref: ServiceRef, warnings: list[str]
+    svc: Mapping[str, Any] | None, spec: RouteBackend, warnings: list[RenderWarning]
 ) -> str | None:
-    """Name ("" when unnamed) of the Service port an Ingress means, or None (warned)."""
-    where = f"backend {ref.backend_name}"
+    """Name ("" when unnamed) of the Service port a route means, or None (warned on the
+    Ingress that routes there: that is the object whose owner can fix it)."""
+    ref = spec.ref
+    owner = "Ingress" if spec.source else "Service"
+    ingress = tuple(spec.source.split("/", 1)) if spec.source else (ref.namespace, ref.service)
+    svc_name = f"{ref.namespace}/{ref.service}"
     if svc is None:
-        warnings.append(f"{where}: service {ref.namespace}/{ref.service} not found")
+        warn(
+            warnings,
+            owner,
+            ingress,
+            m.SERVICE_NOT_FOUND,
+            f"service {svc_name} not found: backend {spec.name} has no servers",
+        )
         return None
     try:
-        spec = svc.get("spec") or {}
-        if spec.get("type") == "ExternalName":
-            warnings.append(f"{where}: ExternalName services are not supported")
+        svc_spec = svc.get("spec") or {}
+        if svc_spec.get("type") == "ExternalName":
+            warn(
+                warnings,
+                owner,
+                ingress,
+                m.UNSUPPORTED_SERVICE,
+                f"service {svc_name}: ExternalName services are not supported",
+            )
             return None
-        for p in spec.get("ports") or []:
+        for p in svc_spec.get("ports") or []:
             if (isinstance(ref.port, int) and p.get("port") == ref.port) or (
                 isinstance(ref.port, str) and p.get("name") == ref.port
             ):
                 return str(p.get("name") or "")
     except (AttributeError, TypeError) as exc:
-        warnings.append(f"{where}: service {ref.namespace}/{ref.service} malformed ({exc})")
+        warn(
+            warnings,
+            "Service",
+            (ref.namespace, ref.service),
+            m.INVALID_OBJECT,
+            f"malformed ({exc})",
+        )
         return None
-    warnings.append(f"{where}: service has no port {ref.port}")
+    warn(
+        warnings,
+        owner,
+        ingress,
+        m.SERVICE_PORT_NOT_FOUND,
+        f"service {svc_name} has no port {ref.port}",
+    )
     return None
 
 
+def _slice_index(
+    endpointslices: Iterable[Mapping[str, Any]], warnings: list[RenderWarning]
+) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
+    index: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for sl in endpointslices:
+        try:
+            owner = ((sl.get("metadata") or {}).get("labels") or {}).get(SERVICE_NAME_LABEL)
+        except AttributeError:
+            warn(
+                warnings,
+                "EndpointSlice",
+                obj_key(sl),
+                m.INVALID_ENDPOINTSLICE,
+                "malformed labels; skipped",
+            )
+            continue
+        if isinstance(owner, str) and owner:
+            index.setdefault((obj_key(sl)[0], owner), []).append(sl)
+    return index
+
+
+def _endpoints(
+    spec: RouteBackend,
+    svc: Mapping[str, Any] | None,
+    slices: Sequence[Mapping[str, Any]],
+    pods: Mapping[tuple[str, str], Mapping[str, Any]],
+    settings: LibrarySettings,
+    warnings: list[RenderWarning],
+    gated_pods: set[str] | None,
+) -> tuple[list[tuple[str, int]], dict[tuple[str, int], bool]]:
+    """The endpoints of a backend's Service port in address order, and which are enabled."""
+    endpoints: dict[tuple[str, int], bool] = {}
+    sort_keys: dict[tuple[str, int], tuple[int, ...]] = {}
+    port_name = _service_port_name(svc, spec, warnings)
+    if port_name is not None:
+        for sl in sorted(slices, key=obj_key):
+            try:
+                found = _slice_endpoints(sl, port_name, pods, settings.readiness_gate)
+            except (AttributeError, TypeError, KeyError, ValueError) as exc:
+                warn(
+                    warnings,
+                    "EndpointSlice",
+                    obj_key(sl),
+                    m.INVALID_ENDPOINTSLICE,
+                    f"skipped for backend {spec.name} ({exc})",
+                )
+                continue
+            for ep in found:
+                key = (ep.address, ep.port)
+                endpoints[key] = endpoints.get(key, False) or ep.enabled
+                sort_keys[key] = ep.sort_key
+                if ep.gated_pod is not None and gated_pods is not None:
+                    gated_pods.add(ep.gated_pod)
+    return sorted(endpoints, key=lambda k: (sort_keys[k], k[1])), endpoints
+
+
 def build_backends(
-    refs: Sequence[ServiceRef],
+    specs: Sequence[RouteBackend],
     services: Iterable[Mapping[str, Any]],
     endpointslices: Iterable[Mapping[str, Any]],
     pods: Iterable[Mapping[str, Any]],
     settings: LibrarySettings,
-    warnings: list[str],
+    warnings: list[RenderWarning],
     previous: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
     gated_pods: set[str] | None = None,
 ) -> tuple[Backend, ...]:
-    """One backend per referenced Service port, servers from its EndpointSlices in slots.
+    """One backend per route backend, servers from its Service's EndpointSlices in slots.
 
     `previous` is the backends part of the last render's plan: an endpoint keeps the slot
     it had, so a change touches only the slots of the endpoints that changed. With the
@@ -638,39 +749,26 @@ def build_backends(
     enabled: once every HAProxy pod runs this render, they may get the condition.
     """
     svc_index = {obj_key(s): s for s in services}
-    slice_index: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for sl in endpointslices:
-        try:
-            owner = ((sl.get("metadata") or {}).get("labels") or {}).get(SERVICE_NAME_LABEL)
-        except AttributeError:
-            warnings.append(f"endpointslice {'/'.join(obj_key(sl))}: malformed labels; skipped")
-            continue
-        if isinstance(owner, str) and owner:
-            slice_index.setdefault((obj_key(sl)[0], owner), []).append(sl)
+    slice_index = _slice_index(endpointslices, warnings)
     pod_index = {obj_key(p): p for p in pods} if settings.readiness_gate else {}
-
+    # Backends of one Service port share its endpoints: compute them once.
+    found: dict[ServiceRef, tuple[list[tuple[str, int]], dict[tuple[str, int], bool]]] = {}
     backends = []
-    for ref in sorted(set(refs), key=lambda r: r.backend_name):
-        endpoints: dict[tuple[str, int], bool] = {}
-        sort_keys: dict[tuple[str, int], tuple[int, ...]] = {}
-        where = f"backend {ref.backend_name}"
-        port_name = _service_port_name(svc_index.get((ref.namespace, ref.service)), ref, warnings)
-        if port_name is not None:
-            for sl in sorted(slice_index.get((ref.namespace, ref.service), ()), key=obj_key):
-                try:
-                    found = _slice_endpoints(sl, port_name, pod_index, settings.readiness_gate)
-                except (AttributeError, TypeError, KeyError, ValueError) as exc:
-                    warnings.append(f"{where}: endpointslice {obj_key(sl)[1]} skipped ({exc})")
-                    continue
-                for ep in found:
-                    key = (ep.address, ep.port)
-                    endpoints[key] = endpoints.get(key, False) or ep.enabled
-                    sort_keys[key] = ep.sort_key
-                    if ep.gated_pod is not None and gated_pods is not None:
-                        gated_pods.add(ep.gated_pod)
-        ordered = sorted(endpoints, key=lambda k: (sort_keys[k], k[1]))
+    for spec in sorted(specs, key=lambda s: s.name):
+        ref = spec.ref
+        if ref not in found:
+            found[ref] = _endpoints(
+                spec,
+                svc_index.get((ref.namespace, ref.service)),
+                slice_index.get((ref.namespace, ref.service), ()),
+                pod_index,
+                settings,
+                warnings,
+                gated_pods,
+            )
+        ordered, endpoints = found[ref]
         total = slot_count(len(ordered), settings.server_slots)
-        slots = _assign_slots(ordered, total, (previous or {}).get(ref.backend_name))
+        slots = _assign_slots(ordered, total, (previous or {}).get(spec.name))
         servers = []
         for i, key in enumerate(slots, start=1):
             if key is None:
@@ -678,6 +776,22 @@ def build_backends(
             else:
                 servers.append(Server(f"SRV_{i}", key[0], key[1], 1, endpoints[key]))
         backends.append(
-            Backend(ref.backend_name, ref.namespace, ref.service, ref.port, tuple(servers))
+            Backend(
+                spec.name,
+                ref.namespace,
+                ref.service,
+                ref.port,
+                tuple(servers),
+                spec.policy,
+                None if spec.route == ann.DEFAULT_ROUTE or spec.mode == "tcp" else spec.route,
+                _server_options(spec.policy, spec.ca_file),
+                spec.userlist,
+                spec.mode,
+            )
         )
     return tuple(backends)
+
+
+@functools.lru_cache(maxsize=1 << 10)
+def _server_options(policy: ann.BackendPolicy, ca_file: str | None) -> str:
+    return policy.server_options(ca_file)

@@ -28,6 +28,56 @@ class RenderError(Exception):
         super().__init__(where + message)
 
 
+# RenderWarning reasons: Event reasons and haptic_render_warnings{reason} labels.
+INVALID_OBJECT = "InvalidObject"
+INVALID_ANNOTATION = "InvalidAnnotation"
+SERVICE_NOT_FOUND = "ServiceNotFound"
+SERVICE_PORT_NOT_FOUND = "ServicePortNotFound"
+UNSUPPORTED_SERVICE = "UnsupportedService"
+SECRET_NOT_FOUND = "SecretNotFound"
+INVALID_SECRET = "InvalidSecret"
+ROUTE_CONFLICT = "RouteConflict"
+UNSUPPORTED_BACKEND = "UnsupportedBackend"
+DEFAULT_BACKEND_CONFLICT = "DefaultBackendConflict"
+INVALID_ENDPOINTSLICE = "InvalidEndpointSlice"
+LIBRARY_DISABLED = "LibraryDisabled"
+REASONS = (
+    INVALID_OBJECT,
+    INVALID_ANNOTATION,
+    SERVICE_NOT_FOUND,
+    SERVICE_PORT_NOT_FOUND,
+    UNSUPPORTED_SERVICE,
+    SECRET_NOT_FOUND,
+    INVALID_SECRET,
+    ROUTE_CONFLICT,
+    UNSUPPORTED_BACKEND,
+    DEFAULT_BACKEND_CONFLICT,
+    INVALID_ENDPOINTSLICE,
+    LIBRARY_DISABLED,
+)
+
+
+@dataclass(frozen=True)
+class RenderWarning:
+    """One watched object the render skipped or degraded, and why.
+
+    `kind`, `namespace` and `name` name the object the warning is about (the Ingress whose
+    route was refused, the Service whose annotation is invalid...); `reason` is a stable
+    CamelCase code (the Event reason and the `haptic_render_warnings{reason}` label) and
+    `message` says what happened in a sentence.
+    """
+
+    kind: str
+    namespace: str
+    name: str
+    reason: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind.lower()} {where}: {self.message}"
+
+
 @dataclass(frozen=True)
 class RenderInput:
     """Everything a render reads: the HAProxyTemplateConfig and the watched objects.
@@ -38,6 +88,10 @@ class RenderInput:
     `previous_plan` (optional) is the plan of the last render: endpoints keep their server
     slots, so an endpoint change becomes the fewest runtime operations. Without it servers
     fill the slots in address order.
+    `ingressclasses` are the cluster's networking.k8s.io/v1 IngressClasses: they decide which
+    Ingresses are ours. None means the caller has no class information (offline renders of
+    fixtures): then every Ingress counts as ours, subject to `ingressClassName` in the
+    template config. The controller always passes the watched classes, possibly none.
     """
 
     template_config: Mapping[str, Any]
@@ -46,6 +100,7 @@ class RenderInput:
     endpointslices: Sequence[Mapping[str, Any]] = ()
     secrets: Sequence[Mapping[str, Any]] = ()
     pods: Sequence[Mapping[str, Any]] = ()
+    ingressclasses: Sequence[Mapping[str, Any]] | None = None
     resources: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     http_resources: Mapping[str, str] = field(default_factory=dict)
     previous_plan: Mapping[str, Any] | None = None
@@ -75,7 +130,8 @@ class RenderOutput:
     `plan` is the canonical plan (JSON-able dict): backends -> server slots, map entries per
     map file, file digests and the structure digest. `plan_id` is the hex sha256 of its
     canonical JSON, `checksum` covers every byte of every file. `warnings` lists watched
-    objects skipped (and why); they never stop the render.
+    objects skipped or degraded (RenderWarning: which object, reason code, message); they
+    never stop the render.
     """
 
     files: tuple[RenderedFile, ...]
@@ -83,11 +139,14 @@ class RenderOutput:
     plan_id: str
     checksum: str
     structure_digest: str
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[RenderWarning, ...] = ()
     # ADR-0034: "namespace/name" of the pods holding the readiness gate whose endpoints this
     # render routes to; the status applier sets their condition once every HAProxy pod runs
     # this render. Empty with the gate off.
     gate_ready_pods: tuple[str, ...] = ()
+    # "namespace/name" of the Ingresses this render serves (at least one route or default):
+    # the Ingress status writer publishes the load balancer addresses on exactly these.
+    served_ingresses: tuple[str, ...] = ()
 
     def file(self, path: str) -> RenderedFile:
         for f in self.files:

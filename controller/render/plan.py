@@ -105,7 +105,9 @@ def parse_config(config: str) -> tuple[dict[str, dict[str, dict[str, Any]]], str
     servers: dict[str, dict[str, Any]] | None = None
     masked: list[str] = []
     for line in config.splitlines():
-        if servers is not None:
+        # The prefix test first: most lines of a backend (settings, route rules) are not
+        # server lines, and a failing regex match costs more than a string comparison.
+        if servers is not None and line.startswith("    server "):
             m = _FAST_SERVER.match(line)
             if m:
                 indent, name, address, port, weight, disabled = m.groups()

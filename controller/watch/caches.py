@@ -28,7 +28,9 @@ from controller.watch.discovery import DiscoveredPod, discovered_set
 from controller.watch.informer import SYNCED, Informer, InformerConfig, watch_client
 from controller.watch.resources import (
     ENDPOINTSLICES,
+    INGRESSCLASSES,
     INGRESSES,
+    OPAQUE_SECRETS,
     SECRETS,
     SERVICES,
     ResourceRef,
@@ -51,8 +53,9 @@ BACKEND_PODS = "pods"
 REPLAY = "REPLAY"  # pseudo event type published by replay()
 
 # The kinds the renderer takes as named fields; anything else is an extra watched resource.
-RENDER_KINDS = ("ingresses", "services", "endpointslices", "secrets", "pods")
-RESERVED_KINDS = frozenset((*RENDER_KINDS, TEMPLATE, HAPROXY_PODS))
+RENDER_KINDS = ("ingresses", "services", "endpointslices", "secrets", "pods", "ingressclasses")
+OPAQUE = "opaque-secrets"  # rendered as part of `secrets`
+RESERVED_KINDS = frozenset((*RENDER_KINDS, TEMPLATE, HAPROXY_PODS, OPAQUE))
 
 INDEXERS: dict[str, dict[str, IndexFunc]] = {
     "endpointslices": {"service-name": index_by_label(SERVICE_NAME_LABEL)},
@@ -96,9 +99,13 @@ class Snapshot:
 
     def render_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of controller.render.RenderInput."""
+        kwargs = {kind: self.get(kind) for kind in RENDER_KINDS}
+        kwargs["secrets"] = self.get("secrets") + self.get(OPAQUE)
+        # Always a tuple, never None: the controller knows the class set, even when empty
+        # (then no Ingress is ours).
         return {
             "template_config": self.template_config or {},
-            **{kind: self.get(kind) for kind in RENDER_KINDS},
+            **kwargs,
             "resources": dict(self.extra_resources),
         }
 
@@ -110,8 +117,10 @@ def desired_resources(
     found in the template's watch settings)."""
     refs = {
         r.kind: ResourceRef(r.kind, r.api_version, r.plural, watch_namespace, "", r.field_selector)
-        for r in (INGRESSES, SERVICES, ENDPOINTSLICES, SECRETS)
+        for r in (INGRESSES, SERVICES, ENDPOINTSLICES, SECRETS, OPAQUE_SECRETS)
     }
+    # IngressClasses are cluster-scoped: never narrowed to the watch namespace.
+    refs[INGRESSCLASSES.kind] = INGRESSCLASSES
     problems: list[str] = []
     spec = (template or {}).get("spec") or {}
     selector = spec.get("podSelector") or {}

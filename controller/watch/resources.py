@@ -37,8 +37,13 @@ class ResourceRef:
 INGRESSES = ResourceRef("ingresses", "networking.k8s.io/v1", "ingresses")
 SERVICES = ResourceRef("services", "v1", "services")
 ENDPOINTSLICES = ResourceRef("endpointslices", "discovery.k8s.io/v1", "endpointslices")
-# Only TLS secrets: the server filters, so other secrets never reach this process.
+# Only TLS and Opaque secrets (the server filters, so service-account tokens, registry
+# credentials and the like never reach this process): TLS for certificates, Opaque for the
+# basic-auth users and CA bundles that annotations name.
 SECRETS = ResourceRef("secrets", "v1", "secrets", field_selector="type=kubernetes.io/tls")
+OPAQUE_SECRETS = ResourceRef("opaque-secrets", "v1", "secrets", field_selector="type=Opaque")
+# Cluster-scoped: which classes are ours decides which Ingresses are (controller.render.ingress).
+INGRESSCLASSES = ResourceRef("ingressclasses", "networking.k8s.io/v1", "ingressclasses")
 
 TEMPLATE_GROUP = "haproxy-haptic.org"
 TEMPLATE_VERSION = "v1alpha1"

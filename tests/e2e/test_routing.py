@@ -6,6 +6,7 @@ import base64
 import hashlib
 from collections.abc import Iterator
 
+import kubernetes
 import pytest
 
 from haptic_site import stack
@@ -45,6 +46,20 @@ def test_an_ingress_routes_http_through_every_haproxy_pod(system: System) -> Non
     assert {e["podName"] for e in published} == {
         p.metadata.name for p in system.haproxy_pods(ready_only=False)
     }
+
+
+def test_a_served_ingress_shows_the_haproxy_pod_addresses_in_its_status(system: System) -> None:
+    # Issue 18: once the fleet serves it, status.loadBalancer.ingress lists the pod IPs.
+    wait_for(lambda: system.serves("x.example", "echo-"), 90, what="x.example served")
+    networking = kubernetes.client.NetworkingV1Api(system.client)
+
+    def addresses() -> set[str]:
+        ing = networking.read_namespaced_ingress_status("echo", stack.NAMESPACE)
+        lb = ing.status.load_balancer if ing.status else None
+        return {e.ip for e in (lb.ingress or [])} if lb else set()
+
+    pod_ips = {p.status.pod_ip for p in system.haproxy_pods(ready_only=False)}
+    wait_for(lambda: addresses() == pod_ips, 60, what="ingress status addresses")
 
 
 def _workers(system: System) -> dict[str, tuple]:

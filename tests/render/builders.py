@@ -169,8 +169,22 @@ def pod(
     }
 
 
-def scale_set(n: int, endpoints_per_service: int = 3) -> dict[str, list[dict]]:
-    """n Ingresses, each with its own host, Service and EndpointSlice (bench and tests)."""
+# What an annotated Ingress of the benchmark carries: access control, a rate limit, a header,
+# a balance algorithm and a timeout (route and backend annotations).
+BENCH_ANNOTATIONS = {
+    "haproxy.org/allow-list": "10.0.0.0/8, 192.168.0.0/16",
+    "haproxy.org/rate-limit-requests": "100",
+    "haproxy.org/request-set-header": "X-Team team",
+    "haproxy.org/load-balance": "leastconn",
+    "haproxy.org/timeout-server": "30s",
+}
+
+
+def scale_set(
+    n: int, endpoints_per_service: int = 3, annotated: bool = False
+) -> dict[str, list[dict]]:
+    """n Ingresses, each with its own host, Service and EndpointSlice (bench and tests);
+    `annotated`: every other Ingress carries BENCH_ANNOTATIONS."""
     ingresses, services, slices = [], [], []
     for i in range(n):
         ns = f"team-{i % 20}"
@@ -187,6 +201,8 @@ def scale_set(n: int, endpoints_per_service: int = 3) -> dict[str, list[dict]]:
                 ],
             )
         )
+        if annotated and i % 2:
+            ingresses[-1]["metadata"]["annotations"] = dict(BENCH_ANNOTATIONS)
         services.append(service(ns, name, [("http", 80, 8080)]))
         eps = [
             endpoint(f"10.{(i >> 8) & 255}.{i & 255}.{k + 1}", ready=k % 4 != 3)

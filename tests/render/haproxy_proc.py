@@ -32,8 +32,11 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def serving(configs: list[Path], ports: tuple[int, ...] = (8080,)) -> Iterator[str]:
+def serving(
+    configs: list[Path], ports: tuple[int, ...] = (8080,), stdout: Path | None = None
+) -> Iterator[str]:
     """Run `haproxy -db -f ...` with a fresh POD_IP until every port listens; yield the IP.
+    `stdout`: a file that receives HAProxy's standard output (its access log).
 
     Every HAProxy pod has its own loopback address; a random one in 127.100-250.x.y keeps
     clear of other processes on this shared machine, and a clash (haproxy exits at bind)
@@ -47,10 +50,11 @@ def serving(configs: list[Path], ports: tuple[int, ...] = (8080,)) -> Iterator[s
         args = [haproxy_binary(), "-db"]
         for cfg in configs:
             args += ["-f", str(cfg)]
+        out = stdout.open("ab") if stdout else subprocess.DEVNULL
         proc = subprocess.Popen(
             args,
             env=dict(os.environ, POD_IP=pod_ip),
-            stdout=subprocess.DEVNULL,
+            stdout=out,
             stderr=subprocess.PIPE,
             text=True,
         )
@@ -69,4 +73,6 @@ def serving(configs: list[Path], ports: tuple[int, ...] = (8080,)) -> Iterator[s
             _stop(proc)
             if proc.stderr:
                 proc.stderr.close()
+            if stdout:
+                out.close()
     raise RuntimeError(f"haproxy did not start: {last_error}")

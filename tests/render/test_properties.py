@@ -294,7 +294,7 @@ def test_corrupted_watched_objects_still_render_configs_haproxy_accepts(
 ) -> None:
     out = render(_mutated(_build(specs, endpoints), data, data.draw(st.integers(1, 3))))
     verdict = check_output(out)
-    assert verdict.accepted, verdict.output + "\n" + "\n".join(out.warnings)
+    assert verdict.accepted, verdict.output + "\n" + "\n".join(map(str, out.warnings))
 
 
 pod_states = st.fixed_dictionaries(

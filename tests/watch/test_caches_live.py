@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import threading
 import urllib.error
@@ -160,10 +161,19 @@ def test_caches_fill_and_snapshot_is_render_input(cluster, make_caches):
 
     caches = make_caches(c).start()
     assert wait_for(lambda: caches.synced and HAPROXY_PODS in caches.kinds())
-    assert caches.kinds() == ["endpointslices", HAPROXY_PODS, "ingresses", "secrets", "services"]
+    assert caches.kinds() == [
+        "endpointslices",
+        HAPROXY_PODS,
+        "ingressclasses",
+        "ingresses",
+        "opaque-secrets",
+        "secrets",
+        "services",
+    ]
     snap = caches.snapshot()
     assert [i["metadata"]["name"] for i in snap.get("ingresses")] == ["a", "b"]
-    assert [s["metadata"]["name"] for s in snap.get("secrets")] == ["tls"]  # TLS only
+    assert [s["metadata"]["name"] for s in snap.get("secrets")] == ["tls"]
+    assert [s["metadata"]["name"] for s in snap.get("opaque-secrets")] == ["opaque"]
     assert snap.template_config["metadata"]["name"] == "haptic"
     assert snap.get("pods") == ()  # backend pods only with the readiness gate
     slices = caches.informer("endpointslices").store.by_index("service-name", f"{c.apps}/web")
@@ -171,6 +181,9 @@ def test_caches_fill_and_snapshot_is_render_input(cluster, make_caches):
 
     inp = RenderInput(**snap.render_kwargs())
     assert [i["metadata"]["name"] for i in inp.ingresses] == ["a", "b"]
+    # Both secret types render (certificates, basic-auth users); the class set is known.
+    assert sorted(s["metadata"]["name"] for s in inp.secrets) == ["opaque", "tls"]
+    assert inp.ingressclasses == ()
     assert inp.template_config["spec"]["podSelector"] == {"matchLabels": {"app": "haproxy"}}
 
     # The snapshot is a frozen view: later changes do not leak into it.
@@ -457,3 +470,48 @@ def test_template_status_writes_are_not_template_changes(cluster, make_caches):
     assert wait_for(lambda: (caches.template_config or {}).get("status"))
     modified = [e for e in events[start:] if e.type == "MODIFIED"]
     assert len(modified) == 1 and modified[0].obj["spec"]["extraContext"] == {"marker": "1"}
+
+
+def test_ingress_classes_are_watched_and_decide_what_renders(cluster, make_caches, namespace):
+    # The class set is part of the render input: adding our class serves the Ingresses that
+    # name it (or name none, when it is the default), removing it stops serving them.
+    from controller.render import render
+
+    c = cluster
+    cls_name = f"{namespace}-cls"
+    c.create_template(template({"app": "haproxy"}))
+    named = ingress("named")
+    named["spec"]["ingressClassName"] = cls_name
+    c.net.create_namespaced_ingress(c.apps, named, _request_timeout=T)
+    c.net.create_namespaced_ingress(c.apps, ingress("unnamed"), _request_timeout=T)
+    caches = make_caches(c)
+    hosts: list[set[str]] = []
+    lock = threading.Lock()
+
+    def on_trigger(trig: Trigger) -> None:
+        out = render(RenderInput(**caches.snapshot().render_kwargs()))
+        with lock:
+            hosts.append(set(out.plan["maps"]["maps/hosts.map"]))
+
+    reconciler = Reconciler(on_trigger, DebounceConfig(default_delay=0.1, max_wait=1.0)).start()
+    classes = client.NetworkingV1Api(c.core.api_client)
+    try:
+        caches.subscribe(reconciler.on_change)
+        caches.start()
+        assert wait_for(lambda: caches.synced and hosts)
+        assert hosts[-1] == set()  # no class of ours: nothing is served
+        body = {
+            "metadata": {
+                "name": cls_name,
+                "annotations": {"ingressclass.kubernetes.io/is-default-class": "true"},
+            },
+            "spec": {"controller": "haproxy-haptic.org/controller"},
+        }
+        classes.create_ingress_class(body, _request_timeout=T)
+        assert wait_for(lambda: hosts[-1] == {"named.example", "unnamed.example"})
+        classes.delete_ingress_class(cls_name, _request_timeout=T)
+        assert wait_for(lambda: hosts[-1] == set())
+    finally:
+        assert reconciler.stop()
+        with contextlib.suppress(client.ApiException):
+            classes.delete_ingress_class(cls_name, _request_timeout=T)

@@ -11,7 +11,7 @@ from controller.watch import BACKEND_PODS, HAPROXY_PODS, Snapshot, desired_resou
 from controller.watch.discovery import discovered_pod, discovered_set
 from controller.watch.resources import ResourceRef, template_config_ref
 
-FIXED = ["endpointslices", "ingresses", "secrets", "services"]
+FIXED = ["endpointslices", "ingressclasses", "ingresses", "opaque-secrets", "secrets", "services"]
 
 
 def spec(**kw) -> dict:
@@ -22,6 +22,7 @@ def test_without_a_template_only_the_fixed_kinds_are_watched():
     refs, problems = desired_resources(None, "haptic", None)
     assert sorted(refs) == FIXED and problems == []
     assert refs["secrets"].field_selector == "type=kubernetes.io/tls"
+    assert refs["opaque-secrets"].field_selector == "type=Opaque"
     assert refs["ingresses"].collection_path() == "/apis/networking.k8s.io/v1/ingresses"
     assert refs["services"].collection_path() == "/api/v1/services"
 
@@ -34,6 +35,9 @@ def test_haproxy_pods_follow_the_selector_in_the_controller_namespace():
     assert pods == ResourceRef(HAPROXY_PODS, "v1", "pods", "haptic", "app=haproxy,fleet=a")
     assert pods.collection_path() == "/api/v1/namespaces/haptic/pods"
     assert refs["ingresses"].namespace == "apps"
+    # IngressClasses are cluster-scoped: watched cluster-wide whatever the watch namespace.
+    assert refs["ingressclasses"].namespace is None
+    assert refs["ingressclasses"].collection_path() == "/apis/networking.k8s.io/v1/ingressclasses"
     # An empty selector would select every pod: never a deployment target.
     refs, _ = desired_resources(spec(podSelector={"matchLabels": {}}), "haptic", None)
     assert HAPROXY_PODS not in refs

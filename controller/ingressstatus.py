@@ -1,0 +1,173 @@
+"""Ingress status: `status.loadBalancer.ingress` on every Ingress the fleet serves.
+
+Once every HAProxy pod runs a render (the leader pipeline's `on_converged`), each Ingress in
+`RenderOutput.served_ingresses` gets the fleet's addresses: those of the publish Service
+named in `templateLibraries.ingress.publishService` (its load balancer status, else its
+external IPs, else its cluster IP), else the HAProxy pods' IPs. An Ingress that carries our
+addresses but is no longer served loses them. Only the leader writes, under the fencing
+token (check_term before each batch), with the field manager FIELD_MANAGER.
+
+`status_changes` is the pure decision; `IngressStatusWriter` is the I/O, one per term.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger(__name__)
+
+FIELD_MANAGER = "haptic-ingress-status"
+WRITE_TIMEOUT = 5.0
+
+Entries = tuple[tuple[tuple[str, str], ...], ...]  # status.loadBalancer.ingress, comparable
+
+
+def _entries(raw: Any) -> Entries:
+    if not isinstance(raw, list):
+        return ()
+    return tuple(
+        tuple(sorted((str(k), str(v)) for k, v in e.items() if k in ("ip", "hostname")))
+        for e in raw
+        if isinstance(e, Mapping)
+    )
+
+
+def current_entries(ingress: Mapping[str, Any]) -> Entries:
+    status = ingress.get("status") or {}
+    return _entries((status.get("loadBalancer") or {}).get("ingress"))
+
+
+def fleet_entries(addresses: Iterable[str]) -> Entries:
+    """Entries for addresses: IPs as `ip`, names as `hostname`, sorted, no duplicates."""
+    out = set()
+    for address in addresses:
+        if not address:
+            continue
+        is_ip = address.replace(".", "").isdigit() or ":" in address
+        out.add((("ip" if is_ip else "hostname", address),))
+    return tuple(sorted(out))
+
+
+def publish_addresses(service: Mapping[str, Any] | None) -> list[str]:
+    """A publish Service's addresses: load balancer status, else external IPs, else its
+    cluster IP (none when it has none)."""
+    if not service:
+        return []
+    lb = ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    found = [e.get("ip") or e.get("hostname") for e in lb if isinstance(e, Mapping)]
+    if any(found):
+        return [a for a in found if a]
+    spec = service.get("spec") or {}
+    external = [a for a in spec.get("externalIPs") or [] if a]
+    if external:
+        return external
+    cluster_ip = spec.get("clusterIP")
+    return [cluster_ip] if cluster_ip and cluster_ip != "None" else []
+
+
+def status_changes(
+    served: Iterable[str],
+    ingresses: Iterable[Mapping[str, Any]],
+    desired: Entries,
+    ours: Callable[[str, Entries], bool],
+) -> list[tuple[str, str, Entries]]:
+    """(namespace, name, entries) to write: `desired` on served Ingresses that do not show
+    it, `()` (clear) on the others when what they show is ours. Pure."""
+    served = set(served)
+    out = []
+    for obj in ingresses:
+        meta = obj.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        key = f"{namespace}/{name}"
+        current = current_entries(obj)
+        if key in served:
+            if desired and current != desired:
+                out.append((namespace, name, desired))
+        elif current and ours(key, current):
+            out.append((namespace, name, ()))
+    return sorted(out)
+
+
+class IngressStatusWriter:
+    """Writes Ingress status for one leadership term."""
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        ingresses: Callable[[], Sequence[Mapping[str, Any]]],
+        addresses: Callable[[], list[str]],
+        *,
+        term_valid: Callable[[], bool],
+        check_term: Callable[[], None],
+    ) -> None:
+        self.api = client.NetworkingV1Api(api_client)
+        self.ingresses = ingresses
+        self.addresses = addresses
+        self.term_valid = term_valid
+        self.check_term = check_term
+        # What this term wrote, and every address set it published: an Ingress showing one
+        # of those is ours to clear.
+        self.written: dict[str, Entries] = {}
+        self.published: set[Entries] = set()
+
+    def _ours(self, key: str, current: Entries) -> bool:
+        return self.written.get(key) == current or current in self.published
+
+    def apply(self, output: Any) -> list[str]:
+        """Write the status of a converged output; returns "ns/name" of what was written."""
+        if not self.term_valid():
+            return []
+        desired = fleet_entries(self.addresses())
+        if desired:
+            self.published.add(desired)
+        served = tuple(getattr(output, "served_ingresses", ()) or ())
+        todo = status_changes(served, self.ingresses(), desired, self._ours)
+        if not todo:
+            return []
+        self.check_term()  # proof against the Lease once per batch, before the writes
+        done = []
+        for namespace, name, entries in todo:
+            if self._write(namespace, name, entries):
+                done.append(f"{namespace}/{name}")
+        return done
+
+    def _write(self, namespace: str, name: str, entries: Entries) -> bool:
+        body = {
+            "status": {"loadBalancer": {"ingress": [dict(e) for e in entries] if entries else None}}
+        }
+        try:
+            self.api.patch_namespaced_ingress_status(
+                name,
+                namespace,
+                body,
+                field_manager=FIELD_MANAGER,
+                _request_timeout=WRITE_TIMEOUT,
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                log.warning("ingress status %s/%s not written: %s", namespace, name, exc)
+            return False
+        self.written[f"{namespace}/{name}"] = entries
+        return True
+
+
+def fleet_addresses(
+    template: Mapping[str, Any] | None,
+    service: Callable[[str, str], Mapping[str, Any] | None],
+    pod_ips: Iterable[str | None],
+) -> list[str]:
+    """The addresses to publish: the publish Service's (`templateLibraries.ingress.
+    publishService: namespace/name`) when the template config names one, else the pod IPs
+    of the HAProxy pods."""
+    spec = (template or {}).get("spec") or {}
+    ingress = (spec.get("templateLibraries") or {}).get("ingress") or {}
+    publish = ingress.get("publishService")
+    if isinstance(publish, str) and "/" in publish:
+        namespace, _, name = publish.partition("/")
+        return publish_addresses(service(namespace, name))
+    return sorted({ip for ip in pod_ips if ip})

@@ -1,0 +1,127 @@
+"""Ingress status.loadBalancer: written on served Ingresses, cleared when no longer served,
+fenced, through the local API server over HTTP; the decision as a property."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from kubernetes import client
+
+from controller.fencing import StaleTerm
+from controller.ingressstatus import (
+    FIELD_MANAGER,
+    IngressStatusWriter,
+    fleet_addresses,
+    fleet_entries,
+    publish_addresses,
+    status_changes,
+)
+from tests.watch.test_caches_live import ingress
+
+T = 10
+
+
+def _status(net, ns: str, name: str) -> list:
+    obj = net.read_namespaced_ingress_status(name, ns, _request_timeout=T)
+    lb = obj.status.load_balancer if obj.status else None
+    return [(e.ip, e.hostname) for e in (lb.ingress or [])] if lb else []
+
+
+def test_served_ingresses_get_the_fleet_addresses_and_lose_them_after(api_client, namespace):
+    net = client.NetworkingV1Api(api_client)
+    for name in ("served", "dropped", "foreign"):
+        net.create_namespaced_ingress(namespace, ingress(name), _request_timeout=T)
+    foreign = {"status": {"loadBalancer": {"ingress": [{"hostname": "lb.other.example"}]}}}
+    net.patch_namespaced_ingress_status("foreign", namespace, foreign, _request_timeout=T)
+    addresses = ["127.0.0.12", "127.0.0.11"]
+    over: list = []
+
+    def check_term() -> None:
+        if over:
+            raise StaleTerm(over[0], "test")
+
+    def listed() -> list[dict]:
+        items = net.list_namespaced_ingress(namespace, _request_timeout=T).items
+        return [api_client.sanitize_for_serialization(i) for i in items]
+
+    writer = IngressStatusWriter(
+        api_client,
+        listed,
+        lambda: list(addresses),
+        term_valid=lambda: True,
+        check_term=check_term,
+    )
+    ns = namespace
+    out = SimpleNamespace(served_ingresses=(f"{ns}/served", f"{ns}/dropped"))
+    assert writer.apply(out) == [f"{ns}/dropped", f"{ns}/served"]
+    both = [("127.0.0.11", None), ("127.0.0.12", None)]
+    assert _status(net, ns, "served") == both and _status(net, ns, "dropped") == both
+    assert _status(net, ns, "foreign") == [(None, "lb.other.example")]  # not ours: untouched
+    assert writer.apply(out) == []  # nothing changed: no writes
+
+    # "dropped" is no longer served: it loses our addresses; the foreign one keeps its own.
+    assert writer.apply(SimpleNamespace(served_ingresses=(f"{ns}/served",))) == [f"{ns}/dropped"]
+    assert _status(net, ns, "dropped") == [] and _status(net, ns, "served") == both
+    assert _status(net, ns, "foreign") == [(None, "lb.other.example")]
+    managed = net.read_namespaced_ingress("served", ns).metadata.managed_fields or []
+    assert FIELD_MANAGER in {m.manager for m in managed}
+
+    # After the term: nothing is written even though the fleet changed.
+    addresses[:] = ["127.0.0.13"]
+    over.append(SimpleNamespace(holder="x", epoch=1))
+    with pytest.raises(StaleTerm):
+        writer.apply(out)
+    assert _status(net, ns, "served") == both
+
+
+def test_publish_service_addresses_win_over_pod_ips() -> None:
+    template = {"spec": {"templateLibraries": {"ingress": {"publishService": "infra/lb"}}}}
+    svc = {
+        "spec": {"clusterIP": "10.96.0.10"},
+        "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.5"}]}},
+    }
+    assert fleet_addresses(template, lambda ns, n: svc, ["10.0.0.1"]) == ["203.0.113.5"]
+    assert publish_addresses({"spec": {"externalIPs": ["198.51.100.1"]}}) == ["198.51.100.1"]
+    assert publish_addresses({"spec": {"clusterIP": "None"}}) == []
+    assert fleet_addresses({}, lambda ns, n: None, ["10.0.0.2", None, "10.0.0.1"]) == [
+        "10.0.0.1",
+        "10.0.0.2",
+    ]
+
+
+_keys = st.sampled_from([f"ns/i{i}" for i in range(6)])
+_entries = st.sampled_from([(), fleet_entries(["10.0.0.1"]), fleet_entries(["lb.example"])])
+
+
+@given(
+    st.sets(_keys),
+    st.dictionaries(_keys, _entries),
+    st.sampled_from([fleet_entries(["10.0.0.1"]), fleet_entries(["10.0.0.2", "10.0.0.3"])]),
+)
+def test_writes_touch_served_ingresses_and_only_our_addresses_elsewhere(served, current, desired):
+    objs = [
+        {
+            "metadata": {"namespace": "ns", "name": key[3:]},
+            "status": {"loadBalancer": {"ingress": [dict(e) for e in entries]}},
+        }
+        for key, entries in current.items()
+    ]
+    ours = {fleet_entries(["10.0.0.1"])}
+    changes = status_changes(served, objs, desired, lambda key, cur: cur in ours)
+    for ns, name, entries in changes:
+        key = f"{ns}/{name}"
+        if key in served:
+            assert entries == desired and current[key] != desired
+        else:
+            assert entries == () and current[key] in ours
+    written = {f"{ns}/{name}" for ns, name, _ in changes}
+    # Every served Ingress ends with the desired addresses; no foreign status is touched.
+    for key, entries in current.items():
+        final = dict((f"{n}/{m}", e) for n, m, e in changes).get(key, entries)
+        if key in served:
+            assert final == desired
+        elif entries not in ours:
+            assert key not in written
