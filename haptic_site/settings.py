@@ -88,6 +88,20 @@ DATABASES = {
     )
 }
 
+# `make run`'s SQLite file is shared by the web site, the mirror's threads and the workers.
+# WAL lets readers go on while one writes; IMMEDIATE takes the write lock when a transaction
+# begins, so a writer waits (up to the timeout) instead of failing with "database is locked"
+# when two read-then-write transactions meet (SQLite cannot wait for a lock upgrade).
+SQLITE_BUSY_TIMEOUT_SECONDS = 30
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": SQLITE_BUSY_TIMEOUT_SECONDS,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+        }
+    )
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
