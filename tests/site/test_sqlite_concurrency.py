@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from haptic_site.stack import free_port, web_command
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(180)
@@ -33,12 +33,6 @@ def _embedded_env(var_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env |= {"HAPTIC_VAR_DIR": str(var_dir), "DJANGO_SETTINGS_MODULE": "haptic_site.settings"}
     return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_up(url: str, web: subprocess.Popen, timeout: float = 30.0) -> None:
@@ -80,21 +74,12 @@ def test_mirror_and_api_writers_never_see_database_is_locked(tmp_path: Path) -> 
         [*py, "setup"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True
     )
     token = setup.stdout.strip().splitlines()[-1]
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     web_log = tmp_path / "web.log"
     with web_log.open("wb") as log:
         web = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "haptic_site.wsgi",
-                "--bind",
-                f"127.0.0.1:{port}",
-                "--workers",
-                "2",
-            ],
+            web_command(port),
             cwd=REPO_ROOT,
             env=env,
             stdout=log,
