@@ -134,3 +134,42 @@ def test_audit_data_is_formatted_json_folded_when_long(page: Page, live_server: 
     expect(folded.locator("pre.json")).to_be_visible()
     expect(folded.locator("pre.json")).to_contain_text('    "pod-0": {\n      "passed": true,')
     page.screenshot(path=str(ARTIFACTS / "13-audit-json.png"), full_page=True)
+
+
+def test_pod_page_shows_its_state_every_receipt_and_the_diff_to_the_intent(
+    page: Page, live_server: Any, history: dict
+) -> None:
+    old = history["old"]["spec"]
+    failed = f.receipt("haproxy-1", history["plan"], history["checksum"], "2026-11-30T08:03:00Z")
+    failed |= {"consecutiveErrors": 2, "lastError": "reload refused: bind :8080 in use"}
+    # An earlier status listed the failed attempt; the latest lists the pod on the old plan.
+    store.apply_haproxycfg(f.published([failed], rv="0"))
+    store.apply_haproxycfg(
+        f.published(
+            [
+                f.receipt(
+                    "haproxy-0", history["plan"], history["checksum"], "2026-11-30T08:06:00Z"
+                ),
+                f.receipt("haproxy-1", old["planID"], old["checksum"], "2026-11-30T08:01:00Z"),
+            ],
+            retained=[history["new"]],
+            rv="2",
+        )
+    )
+    page.goto(f"{live_server.url}/")
+    page.click("table.fleet >> text=haproxy-1")
+    expect(page).to_have_url(f"{live_server.url}/pods/haproxy-1/")
+    now = page.locator("#pod-now")
+    expect(now).to_contain_text(old["planID"])
+    expect(page.locator("#pod-intent")).to_contain_text("differs")
+    rows = page.locator("#pod-receipts tr.bad, #pod-receipts tr:not(.bad):has(td)")
+    expect(rows).to_have_count(2)
+    expect(page.locator("#pod-receipts tr.bad")).to_contain_text("reload refused")
+    page.screenshot(path=str(ARTIFACTS / "15-pod.png"), full_page=True)
+    page.click("#pod-diff")
+    expect(page.locator("tr.replace td.l").first).to_contain_text("timeout client 5s")
+    expect(page.locator("tr.replace td.r").first).to_contain_text("timeout client 30s")
+    # The pod that runs the intent says so.
+    page.goto(f"{live_server.url}/pods/haproxy-0/")
+    expect(page.locator("#pod-intent")).to_have_text("matches")
+    assert page.goto(f"{live_server.url}/pods/nobody/").status == 404
