@@ -105,7 +105,7 @@ def query_errors(
 # -- the schema ----------------------------------------------------------------------------
 
 
-def _responses(path: str, method: str, operation: dict[str, Any]) -> dict[str, str]:
+def _responses(operation: dict[str, Any]) -> dict[str, str]:
     """The error answers an operation can give, by status code."""
     parameters = operation.get("parameters", [])
     codes: dict[str, str] = {}
@@ -113,9 +113,8 @@ def _responses(path: str, method: str, operation: dict[str, Any]) -> dict[str, s
         codes["400"] = "ValidationError"
     if operation.get("requestBody"):
         codes["415"] = "Error"
-    if path == "/api/auth/token/":
-        codes["401"] = "Error"  # wrong credentials
-        return codes
+    if "security" not in operation:
+        return codes  # a public operation (the token view) documents its own 401
     codes["401"] = "Error"  # no or an unknown token
     codes["403"] = "Error"  # a role short
     if any(p["in"] == "path" for p in parameters):
@@ -139,19 +138,19 @@ def document_errors(result: dict[str, Any], generator: Any, request: Any, public
         "403": "The user's role does not allow this.",
         "404": "No such object.",
         "409": "The object's state does not allow this now.",
-        "415": "The body is not JSON.",
+        "415": "The body's media type is not one the operation takes.",
     }
     for name, component in schemas.items():
         # Request bodies (COMPONENT_SPLIT_REQUEST names them "...Request") refuse NUL too.
         if name.endswith("Request"):
             for prop in component.get("properties", {}).values():
                 _no_nul(prop)
-    for path, item in result.get("paths", {}).items():
-        for method, operation in item.items():
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
             for parameter in operation.get("parameters", []):
                 _no_nul(parameter.get("schema", {}))
             responses = operation.setdefault("responses", {})
-            for code, component in _responses(path, method, operation).items():
+            for code, component in _responses(operation).items():
                 responses.setdefault(
                     code,
                     {

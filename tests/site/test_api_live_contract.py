@@ -2,8 +2,9 @@
 
 gunicorn serves the site as `make run` starts it (haptic_site.stack.web_command), on the
 test's PostgreSQL database holding mirrored history. schemathesis reads the served schema
-and runs every check through its examples, coverage, fuzzing and stateful phases, once
-with a viewer's token and once with an operator's, both at once. Every undocumented status
+and runs every check through its examples, coverage, fuzzing and stateful phases: with an
+operator's token on every operation, and at the same time with a viewer's token on the
+operations that write (the only ones where the two roles differ). Every undocumented status
 code, schema-violating request accepted, schema-valid request refused, response outside its
 schema and server error is a failure here.
 """
@@ -27,7 +28,7 @@ from rest_framework.authtoken.models import Token
 from haptic_site.stack import free_port, web_command
 from tests.conftest import REPO_ROOT
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(480)]
 
 # Examples per operation in the fuzzing and stateful phases; the coverage phase derives its
 # own cases from the schema. Fixed seed: a failure reproduces.
@@ -35,7 +36,7 @@ MAX_EXAMPLES = 5
 SEED = 20
 
 
-def _schemathesis(url: str, token: str, report: Path) -> subprocess.Popen:
+def _schemathesis(url: str, token: str, report: Path, *only: str) -> subprocess.Popen:
     return subprocess.Popen(
         [
             sys.executable,
@@ -62,6 +63,7 @@ def _schemathesis(url: str, token: str, report: Path) -> subprocess.Popen:
             "json",
             "--report-json-path",
             str(report),
+            *only,
         ],
         cwd=report.parent,
         stdout=subprocess.PIPE,
@@ -109,11 +111,16 @@ def test_schemathesis_finds_no_contract_failure(
     try:
         _wait_up(url, web)
         runs = {
-            role: _schemathesis(url, token, tmp_path / f"{role}.json")
-            for role, token in tokens.items()
+            "operator": _schemathesis(url, tokens["operator"], tmp_path / "operator.json"),
+            # The roles differ only where an operation writes: every read answers a viewer
+            # exactly as it answers an operator (IsViewer admits both), so the viewer's run
+            # covers the writes, which must refuse it (403), and does not repeat the reads.
+            "viewer": _schemathesis(
+                url, tokens["viewer"], tmp_path / "viewer.json", "--include-method", "POST"
+            ),
         }
         for role, run in runs.items():
-            outputs[role], _ = run.communicate(timeout=280)
+            outputs[role], _ = run.communicate(timeout=450)
             reports[role] = json.loads((tmp_path / f"{role}.json").read_text())
     finally:
         web.terminate()
@@ -129,6 +136,6 @@ def test_schemathesis_finds_no_contract_failure(
         assert report["failures"] == [], f"{role}: {report['failures']}\n{summary}"
         assert report["errors"] == [], f"{role}: {report['errors']}\n{summary}"
         assert report["exit_code"] == 0, summary
-        assert report["test_cases"]["generated"] > 500, report["test_cases"]
+        assert report["test_cases"]["generated"] > (500 if role == "operator" else 50), summary
         assert report["complete"], summary
     assert b"Traceback" not in (tmp_path / "web.log").read_bytes()
