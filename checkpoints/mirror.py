@@ -165,9 +165,9 @@ class KindWatcher:
             query.append(("resourceVersion", resource_version))
         response = self._get(query, read_timeout=self.watch_timeout + 10)
         self._response = response.response
-        self._recovered()
         buffer = b""
         try:
+            self._recovered()
             for chunk in response.response.stream(65536, decode_content=True):
                 buffer += chunk
                 while b"\n" in buffer:
