@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import django_filters
@@ -19,15 +20,48 @@ from checkpoints.models import (
     RecoveryReview,
 )
 
+# RFC 3339 date-time, as OpenAPI's "date-time" format means it.
+_RFC3339 = re.compile(
+    r"(\d{4})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]([01]\d|2[0-3]):([0-5]\d):([0-5]\d|60)"
+    r"(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):([0-5]\d))"
+)
+
+
+def rfc3339(raw: str) -> datetime | None:
+    """The instant an RFC 3339 date-time names, in UTC, or None when `raw` is not one.
+
+    Every such string is accepted: a leap second counts as the second before it, and an
+    instant outside what Python holds (year 0, or 9999-12-31T23:59:59-23:59) is clamped to
+    the nearest one it does, which filters the same.
+    """
+    match = _RFC3339.fullmatch(raw)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    fraction, zone = match.group(7), match.group(8).upper()
+    micro = int((fraction[1:] + "000000")[:6]) if fraction else 0
+    try:
+        local = datetime(max(year, 1), month, day, hour, minute, min(second, 59), micro)
+    except ValueError:
+        return None  # a day the month does not have
+    sign = 0 if zone == "Z" else (1 if zone[0] == "+" else -1)
+    offset = timedelta(hours=int(match.group(9) or 0), minutes=int(match.group(10) or 0))
+    try:
+        return (local - sign * offset).replace(tzinfo=UTC)
+    except OverflowError:
+        return (datetime.min if sign > 0 else datetime.max).replace(tzinfo=UTC)
+
 
 class UTCDateTimeField(forms.DateTimeField):
-    """ISO 8601 date-time normalised to UTC.
+    """RFC 3339 (or any ISO 8601 Django reads) date-time normalised to UTC.
 
     Python accepts offsets PostgreSQL refuses (e.g. +19:43); converting first keeps a strange
     but valid query from turning into a database error.
     """
 
     def to_python(self, value: Any) -> datetime | None:
+        if isinstance(value, str) and (instant := rfc3339(value.strip())) is not None:
+            return instant
         result = django_filters.fields.IsoDateTimeField().to_python(value)
         if result is None:
             return None

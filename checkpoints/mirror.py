@@ -167,6 +167,7 @@ class KindWatcher:
         self._response = response.response
         buffer = b""
         try:
+            self._recovered()
             for chunk in response.response.stream(65536, decode_content=True):
                 buffer += chunk
                 while b"\n" in buffer:
@@ -196,6 +197,17 @@ class KindWatcher:
         state, _ = MirrorState.objects.get_or_create(kind=self.state_key)
         return state
 
+    def _recovered(self) -> None:
+        """The API server answers again: an error recorded before is no longer current."""
+        MirrorState.objects.filter(kind=self.state_key).exclude(last_error="").update(
+            last_error="", last_error_at=None
+        )
+
+    def _record_error(self, exc: Exception) -> None:
+        MirrorState.objects.filter(kind=self.state_key).update(
+            last_error=str(exc)[:2000], last_error_at=timezone.now()
+        )
+
     def relist(self) -> str:
         state = self._state()
         previous_sync = state.last_synced_at
@@ -214,6 +226,7 @@ class KindWatcher:
             lag_seconds=lag,
             relists_total=state.relists_total + 1,
             last_error="",
+            last_error_at=None,
         )
         log.info(
             "mirror %s listed %d objects at rv %s (%d collected)",
@@ -238,7 +251,13 @@ class KindWatcher:
         elif kind == "DELETED":
             self.kind.delete(obj)
         now = timezone.now()
-        fields: dict[str, Any] = {"resource_version": rv, "last_synced_at": now}
+        # A write that succeeds ends an error of the database itself (e.g. it was locked).
+        fields: dict[str, Any] = {
+            "resource_version": rv,
+            "last_synced_at": now,
+            "last_error": "",
+            "last_error_at": None,
+        }
         if kind != "BOOKMARK":
             fields["last_event_at"] = now
             fields["lag_seconds"] = max(0.0, time.monotonic() - received)
@@ -286,9 +305,7 @@ class KindWatcher:
                     # The database itself may be what is down: recording the error must not
                     # end the watcher, and a broken connection is reopened on the next try.
                     with contextlib.suppress(Exception):
-                        MirrorState.objects.filter(kind=self.state_key).update(
-                            last_error=str(exc)[:2000]
-                        )
+                        self._record_error(exc)
                     with contextlib.suppress(Exception):
                         connection.close()
                     close_old_connections()

@@ -257,7 +257,9 @@ class MirrorState(models.Model):
     lag_seconds = models.FloatField(default=0.0)
     events_total = models.BigIntegerField(default=0)
     relists_total = models.BigIntegerField(default=0)
+    # The current error only: both are cleared once a retry lists or watches again.
     last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["kind"]

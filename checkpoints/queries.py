@@ -45,3 +45,14 @@ def versions(checkpoint: Checkpoint) -> list[FileVersion]:
 
 def checkpoint_diff(a: Checkpoint, b: Checkpoint) -> list[dict[str, Any]]:
     return file_diffs(versions(a), versions(b), label_a=a.name, label_b=b.name)
+
+
+def checkpoint_of(plan_id: str, checksum: str) -> Checkpoint | None:
+    """The mirrored checkpoint holding a plan's configuration, if any (newest first)."""
+    if not plan_id:
+        return None
+    return (
+        Checkpoint.objects.filter(plan_id=plan_id, checksum=checksum)
+        .order_by("-created_at", "-id")
+        .first()
+    )

@@ -8,6 +8,7 @@ urlpatterns = [
     path("checkpoints/", views.CheckpointListView.as_view(), name="checkpoints"),
     path("checkpoints/diff/", views.CheckpointDiffView.as_view(), name="diff"),
     path("checkpoints/<int:pk>/", views.CheckpointDetailView.as_view(), name="checkpoint"),
+    path("pods/<str:pod>/", views.PodView.as_view(), name="pod"),
     path("terms/", views.TermsView.as_view(), name="terms"),
     path("timeline/", timeline_views.TimelineView.as_view(), name="timeline"),
     path("records/<str:kind>/<int:pk>/", timeline_views.RecordView.as_view(), name="record"),

@@ -10,7 +10,7 @@ from django.contrib.auth.mixins import AccessMixin
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views import View
@@ -27,6 +27,7 @@ from checkpoints.models import (
     KubeEvent,
     LeadershipTerm,
     MirrorState,
+    PodReceipt,
     RecoveryReview,
     TaskRun,
 )
@@ -84,6 +85,42 @@ class FleetView(ViewerRequired):
         if not request.GET.get("fragment"):
             # The strip refreshes on its own, slower than the 1 s fleet fragment.
             context["strip"] = marks.default_picture(timezone.now())
+        return self.render(request, context)
+
+
+class PodView(ViewerRequired):
+    """One HAProxy pod: what its agent reports now, against the intent, and every receipt
+    (deployment outcome) it has had, newest first, with the events about it."""
+
+    template_name = "dashboard/pod.html"
+    fragment_template_name = "dashboard/_pod.html"
+
+    def get(self, request: HttpRequest, pod: str) -> HttpResponse:
+        receipts = PodReceipt.objects.filter(pod_name=pod)
+        if not receipts.exists():
+            raise Http404(f"no receipt of a pod named {pod!r} has been mirrored")
+        current = queries.fleet().filter(pod_name=pod).first()
+        intent = queries.latest_intent()
+        running = intended = None
+        if current is not None:
+            running = queries.checkpoint_of(current.applied_plan_id, current.checksum)
+        if intent is not None:
+            intended = queries.checkpoint_of(intent.plan_id, intent.checksum)
+        context = {
+            "pod": pod,
+            "current": current,
+            "intent": intent,
+            "matches_intent": bool(
+                current
+                and intent
+                and current.applied_plan_id == intent.plan_id
+                and current.checksum == intent.checksum
+            ),
+            "running": running,
+            "intended": intended,
+            "page": _page(request, receipts),
+            "events": KubeEvent.objects.filter(involved_name=pod)[:20],
+        }
         return self.render(request, context)
 
 

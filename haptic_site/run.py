@@ -521,20 +521,7 @@ def main() -> int:
         run.start(
             stack.Process(
                 "web",
-                [
-                    py,
-                    "-m",
-                    "gunicorn",
-                    "haptic_site.wsgi",
-                    "--bind",
-                    f"127.0.0.1:{cfg.web_port}",
-                    "--workers",
-                    "2",
-                    "--graceful-timeout",
-                    "10",
-                    "--access-logfile",
-                    "-",
-                ],
+                stack.web_command(cfg.web_port, py),
                 {},
                 LOG_DIR / "web.log",
             )

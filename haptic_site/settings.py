@@ -88,6 +88,20 @@ DATABASES = {
     )
 }
 
+# `make run`'s SQLite file is shared by the web site, the mirror's threads and the workers.
+# WAL lets readers go on while one writes; IMMEDIATE takes the write lock when a transaction
+# begins, so a writer waits (up to the timeout) instead of failing with "database is locked"
+# when two read-then-write transactions meet (SQLite cannot wait for a lock upgrade).
+SQLITE_BUSY_TIMEOUT_SECONDS = 30
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": SQLITE_BUSY_TIMEOUT_SECONDS,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+        }
+    )
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -127,7 +141,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "checkpoints.api.contract.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
@@ -138,6 +152,13 @@ SPECTACULAR_SETTINGS = {
     "and manual recovery reviews of the haptic HAProxy control plane.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Request bodies get their own components, so "required, not blank" shows as minLength.
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Every error answer and query constraint the views enforce (checkpoints/api/contract.py).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "checkpoints.api.contract.document_errors",
+    ],
 }
 
 # Celery: Redis when REDIS_URL is given (tests, production); otherwise kombu's filesystem

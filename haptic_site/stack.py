@@ -454,6 +454,19 @@ def scale_deployment(api_client: kubernetes.client.ApiClient, name: str, replica
         apps.patch_namespaced_deployment(name, NAMESPACE, {"spec": {"replicas": replicas}})
 
 
+def web_command(port: int, python: str = sys.executable) -> list[str]:
+    """gunicorn serving the site on 127.0.0.1:port, as `make run` starts it.
+
+    The request line is not capped at gunicorn's 4094 bytes: the API's schema lets every
+    filter of a list be given at once, and a query it allows must not be refused as 414.
+    """
+    return [
+        python, "-m", "gunicorn", "haptic_site.wsgi", "--bind", f"127.0.0.1:{port}",
+        "--workers", "2", "--graceful-timeout", "10", "--limit-request-line", "0",
+        "--access-logfile", "-",
+    ]  # fmt: skip
+
+
 def cluster_process(state_dir: Path, port: int, log_path: Path, admin_port: int = 0) -> Process:
     """`python -m localcluster up`: the API server plus the local node that runs the pods."""
     argv = [

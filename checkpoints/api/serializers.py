@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from checkpoints.models import (
@@ -20,6 +21,21 @@ from checkpoints.models import (
     RecoveryVerdict,
     TaskRun,
 )
+
+# Some character other than whitespace, and no NUL (which Django refuses in any text).
+NON_BLANK_TEXT = r"^[^\x00]*[^\x00\s][^\x00]*$"
+
+
+class StrictCharField(serializers.CharField):
+    """Text that must arrive as a JSON string: DRF would turn 5 or true into "5", "True"."""
+
+    default_error_messages = {"invalid": "A string is required."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
 
 MIRROR_FIELDS = [
     "id",
@@ -181,9 +197,15 @@ class RecoveryVerdictSerializer(serializers.ModelSerializer):
 
 
 class RecoveryReviewSerializer(serializers.ModelSerializer):
-    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    checkpoint_name = serializers.CharField(source="checkpoint.name", read_only=True, default=None)
+    requested_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
+    decided_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
+    checkpoint_name = serializers.CharField(
+        source="checkpoint.name", read_only=True, default=None, allow_null=True
+    )
     verdicts = RecoveryVerdictSerializer(many=True, read_only=True)
 
     class Meta:
@@ -212,12 +234,32 @@ class RecoveryReviewSerializer(serializers.ModelSerializer):
 
 
 class RecoveryReviewCreateSerializer(serializers.Serializer):
-    reason = serializers.CharField(allow_blank=False, trim_whitespace=True, max_length=5000)
-    template_name = serializers.CharField(required=False, allow_blank=True, max_length=253)
+    # Kept as sent (request_review trims it), so the schema's length is the one checked.
+    reason = StrictCharField(
+        max_length=5000,
+        trim_whitespace=False,
+        validators=[RegexValidator(NON_BLANK_TEXT, "A reason is required.")],
+    )
+    template_name = StrictCharField(required=False, allow_blank=True, max_length=253)
 
 
 class DecisionSerializer(serializers.Serializer):
-    comment = serializers.CharField(required=False, allow_blank=True, max_length=5000)
+    comment = StrictCharField(required=False, allow_blank=True, max_length=5000)
+
+
+class TokenRequestSerializer(serializers.Serializer):
+    username = StrictCharField(max_length=150, trim_whitespace=False)
+    password = StrictCharField(max_length=4096, trim_whitespace=False)
+
+
+class TokenSerializer(serializers.Serializer):
+    token = serializers.CharField()
+
+
+class ErrorSerializer(serializers.Serializer):
+    """An error answer other than a validation error: {"detail": "..."}."""
+
+    detail = serializers.CharField()
 
 
 class AuditLogSerializer(serializers.ModelSerializer):

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import authenticate
 from django.shortcuts import get_object_or_404
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
+from rest_framework.authtoken.models import Token
+from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import AuthenticationFailed, ValidationError
 from rest_framework.filters import OrderingFilter
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from checkpoints import filtersets, queries, recovery
 from checkpoints.api import serializers as s
+from checkpoints.api.contract import ContractMixin
 from checkpoints.api.permissions import IsViewer, ViewerReadsOperatorWrites
 from checkpoints.models import (
     AuditLog,
@@ -31,8 +34,14 @@ from checkpoints.models import (
     TaskRun,
 )
 
+# Ids of checkpoints as the diff takes them (the schema's bounds are enforced).
+CHECKPOINT_ID = {"type": "integer", "minimum": 1, "maximum": 2**62}
 
-class BaseReadOnlyViewSet(viewsets.ReadOnlyModelViewSet):
+# Approving or rejecting a review in the wrong state is a conflict (409), not a bad request.
+DECISION_RESPONSES = {200: s.RecoveryReviewSerializer, 409: s.ErrorSerializer}
+
+
+class BaseReadOnlyViewSet(ContractMixin, viewsets.ReadOnlyModelViewSet):
     """Read-only listing for viewers, with filters and ordering."""
 
     permission_classes = [IsViewer]
@@ -57,21 +66,17 @@ class CheckpointViewSet(BaseReadOnlyViewSet):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("a", OpenApiTypes.INT, required=True, description="checkpoint id"),
-            OpenApiParameter("b", OpenApiTypes.INT, required=True, description="checkpoint id"),
+            OpenApiParameter("a", CHECKPOINT_ID, required=True, description="checkpoint id"),
+            OpenApiParameter("b", CHECKPOINT_ID, required=True, description="checkpoint id"),
         ],
-        responses=s.CheckpointDiffSerializer,
+        responses={200: s.CheckpointDiffSerializer, 404: s.ErrorSerializer},
         filters=False,
     )
     @action(detail=False, methods=["get"], pagination_class=None, filter_backends=[])
     def diff(self, request: Request) -> Response:
         """Unified diff of the config and of each auxiliary file (by path) of two checkpoints."""
-        ids = {}
-        for key in ("a", "b"):
-            raw = request.query_params.get(key, "")
-            if not raw.isdigit() or int(raw) > 2**62:
-                raise ValidationError({key: "a checkpoint id is required"})
-            ids[key] = int(raw)
+        # ContractMixin has checked both against CHECKPOINT_ID.
+        ids = {key: int(request.query_params[key]) for key in ("a", "b")}
         files = Checkpoint.objects.prefetch_related("files")
         a = get_object_or_404(files, pk=ids["a"])
         b = get_object_or_404(files, pk=ids["b"])
@@ -93,7 +98,7 @@ class PodReceiptViewSet(BaseReadOnlyViewSet):
     ordering_fields = ["deployed_at", "pod_name", "first_seen_at"]
 
 
-class FleetViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+class FleetViewSet(ContractMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
     """Pods with their latest reported receipt, and whether it matches the latest intent."""
 
     permission_classes = [IsViewer]
@@ -150,6 +155,7 @@ class TaskRunViewSet(BaseReadOnlyViewSet):
 
 
 class RecoveryReviewViewSet(
+    ContractMixin,
     mixins.CreateModelMixin,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -203,13 +209,38 @@ class RecoveryReviewViewSet(
         review = self.get_queryset().get(pk=review.pk)
         return Response(self.get_serializer(review).data)
 
-    @extend_schema(request=s.DecisionSerializer, responses={200: s.RecoveryReviewSerializer})
+    @extend_schema(request=s.DecisionSerializer, responses=DECISION_RESPONSES)
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str | None = None) -> Response:
         """Approve an eligible review; the leader then runs recovery, re-checking everything."""
         return self._decide(request, True)
 
-    @extend_schema(request=s.DecisionSerializer, responses={200: s.RecoveryReviewSerializer})
+    @extend_schema(request=s.DecisionSerializer, responses=DECISION_RESPONSES)
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str | None = None) -> Response:
         return self._decide(request, False)
+
+
+class TokenView(ObtainAuthToken):
+    """POST username and password (JSON or a form) -> {"token": ...} for
+    `Authorization: Token <key>`; 401 when they do not sign anybody in."""
+
+    serializer_class = s.TokenRequestSerializer
+
+    @extend_schema(
+        request=s.TokenRequestSerializer,
+        responses={200: s.TokenSerializer, 401: s.ErrorSerializer},
+        auth=[],
+    )
+    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        body = self.get_serializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        user = authenticate(
+            request=request,
+            username=body.validated_data["username"],
+            password=body.validated_data["password"],
+        )
+        if user is None:
+            raise AuthenticationFailed("Unable to sign in with these credentials.")
+        token, _ = Token.objects.get_or_create(user=user)
+        return Response({"token": token.key})

@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime
 
 from checkpoints import mapping
-from checkpoints.diff import FileVersion, file_diffs, side_by_side
+from checkpoints.diff import NO_FINAL_NEWLINE, FileVersion, file_diffs, side_by_side, split_visible
 from tests.site import factories as f
 
 
@@ -168,7 +168,17 @@ def test_side_by_side_rows_and_context_collapse() -> None:
     rows = side_by_side(left, right, context=2)
     changed = [r for r in rows if r["tag"] == "replace"]
     assert changed == [
-        {"tag": "replace", "left_no": 11, "left": "line 10", "right_no": 11, "right": "line ten"}
+        {
+            "tag": "replace",
+            "left_no": 11,
+            "left": "line 10",
+            "left_ws": "",
+            "left_eol": "",
+            "right_no": 11,
+            "right": "line ten",
+            "right_ws": "",
+            "right_eol": "",
+        }
     ]
     skips = [r for r in rows if r["tag"] == "skip"]
     assert sum(s["count"] for s in skips) + len([r for r in rows if r["tag"] == "equal"]) == 19
@@ -177,12 +187,67 @@ def test_side_by_side_rows_and_context_collapse() -> None:
         "tag": "insert",
         "left_no": None,
         "left": "",
+        "left_ws": "",
+        "left_eol": "",
         "right_no": 2,
         "right": "b",
+        "right_ws": "",
+        "right_eol": "",
     }
+
+
+def test_a_change_in_whitespace_line_endings_or_final_newline_shows_as_changed_rows() -> None:
+    """The diff once showed "64 unchanged lines" for a changed haproxy.cfg."""
+    body = "".join(f"line {i}\n" for i in range(64))
+    cases = {
+        "final newline": (body, body.rstrip("\n"), ("", ""), ("", NO_FINAL_NEWLINE)),
+        "trailing blanks": (
+            body,
+            body.replace("line 5\n", "line 5 \t\n"),
+            ("", "\u00b7\u2192"),
+            ("", ""),
+        ),
+        "carriage return": (body, body.replace("line 7\n", "line 7\r\n"), ("", "\u240d"), ("", "")),
+    }
+    for name, (a, b, ws, eol) in cases.items():
+        rows = side_by_side(a, b, context=3)
+        changed = [r for r in rows if r["tag"] not in ("equal", "skip")]
+        assert len(changed) == 1, name
+        row = changed[0]
+        assert row["left"] == row["right"], name  # the text alone looks the same...
+        assert (row["left_ws"], row["right_ws"]) == ws, name  # ...what differs is drawn
+        assert (row["left_eol"], row["right_eol"]) == eol, name
+    unified = file_diffs(
+        [FileVersion("haproxy.cfg", "config", "s1", "a\nb\n")],
+        [FileVersion("haproxy.cfg", "config", "s2", "a\nb")],
+    )[0]["diff"]
+    assert unified.endswith("-b\n+b\n\\ No newline at end of file\n")
+
+
+def test_split_visible_draws_only_trailing_whitespace() -> None:
+    assert split_visible("  server a\n") == ("  server a", "", "")
+    assert split_visible("x \r\n") == ("x", "\u00b7\u240d", "")
+    assert split_visible("x\t") == ("x", "\u2192", NO_FINAL_NEWLINE)
 
 
 def test_factories_checksum_matches_the_contract() -> None:
     # sha256 over path NUL content NUL, sorted by path (docs/contracts.md).
     expected = "sha256:" + hashlib.sha256(b"a\x001\x00b\x002\x00").hexdigest()
     assert f.checksum_of({"b": "2", "a": "1"}) == expected
+
+
+def test_the_config_is_unchanged_when_only_an_auxiliary_file_changed() -> None:
+    """The config's stored checksum is the whole checkpoint's, so it differs whenever any
+    file does: with both contents stored, the contents decide."""
+    config = "global\n" + "".join(f"  # line {i}\n" for i in range(64))
+    a = [
+        FileVersion("haproxy.cfg", "config", "sha256:whole-a", config),
+        FileVersion("maps/a.map", "map", "m1", "x 1\n"),
+    ]
+    b = [
+        FileVersion("haproxy.cfg", "config", "sha256:whole-b", config),
+        FileVersion("maps/a.map", "map", "m2", "x 2\n"),
+    ]
+    out = {d["path"]: d for d in file_diffs(a, b)}
+    assert out["haproxy.cfg"]["status"] == "unchanged" and out["haproxy.cfg"]["diff"] == ""
+    assert out["maps/a.map"]["status"] == "changed"

@@ -423,3 +423,29 @@ def test_mirror_task_ends_when_the_worker_shuts_down(cluster: Cluster) -> None:
         mirror_module.shutdown.set()
         thread.join(20)
         mirror_module.shutdown.clear()
+
+
+def test_an_error_is_recorded_with_its_time_and_cleared_once_the_retry_succeeds(
+    cluster: Cluster, mirrors: Callable[[Cluster], mirror_module.Mirror]
+) -> None:
+    """The Mirror table once showed "database is locked" long after the retries had worked:
+    the error must be there while it is current, with when it happened, and only then."""
+    m = mirrors(cluster)
+    assert m.wait_synced(timeout=30)
+    # The next two watch requests for Leases fail (the open watch ends within 5 s).
+    cluster.api.add_fault(path_regex="/leases", methods=["GET"], status=500, times=2)
+    failed = eventually(
+        lambda: MirrorState.objects.filter(kind=f"{NS}/leases").exclude(last_error="").first(),
+        what="the failed watch recorded",
+    )
+    assert "500" in failed.last_error and failed.last_error_at is not None
+    assert failed.last_error_at <= timezone.now()
+    # The retry succeeds and no relist is needed (the resourceVersion is still served).
+    eventually(lambda: state("leases").last_error == "", what="the error cleared on recovery")
+    assert state("leases").last_error_at is None
+    assert state("leases").relists_total == 1
+    cluster.put_lease(
+        f.leader_lease("ctrl-after", 2, "2026-11-30T08:00:00Z", "2026-11-30T08:01:00Z")
+    )
+    eventually(lambda: LeadershipTerm.objects.filter(holder="ctrl-after").exists())
+    assert state("leases").last_error == ""

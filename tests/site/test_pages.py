@@ -193,5 +193,7 @@ def test_obtain_token_with_credentials(viewer: Any) -> None:
     assert response.status_code == 200
     token = response.json()["token"]
     assert Client(HTTP_AUTHORIZATION=f"Token {token}").get("/api/v1/fleet/").status_code == 200
+    # Well-formed credentials that sign nobody in are an authentication failure.
     bad = Client().post("/api/auth/token/", {"username": "vera", "password": "wrong"})
-    assert bad.status_code == 400
+    assert bad.status_code == 401 and bad.headers["WWW-Authenticate"] == "Token"
+    assert Client().post("/api/auth/token/", {"username": "vera"}).status_code == 400
