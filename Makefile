@@ -53,11 +53,17 @@ bench: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 		$(PY) -m bench $(BENCH_ARGS)
 
-# Random faults under load with invariant checks (not part of `make test`); 3 minutes by
-# default, SOAK_ARGS='--minutes 10' for the long run. Report: bench/results/soak.md.
+# Random faults under load with invariant checks (not part of `make test`): first the term
+# model test with many more examples (random, shrunk), then 3 minutes per seed for
+# SOAK_SEEDS; SOAK_ARGS='--minutes 10' for the long run. Report: bench/results/soak.md.
+SOAK_SEEDS ?= 1,2,3
+MODEL_EXAMPLES ?= 500
 soak: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
-		$(PY) -m soak $(SOAK_ARGS)
+		HAPTIC_MODEL_EXAMPLES=$(MODEL_EXAMPLES) HAPTIC_MODEL_RANDOM=1 HAPTIC_MODEL_SHRINK=1 \
+		$(VENV)/bin/pytest -p no:randomly -n 0 --runxfail tests/term/test_model.py
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
+		$(PY) -m soak --seeds $(SOAK_SEEDS) $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache
