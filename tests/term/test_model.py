@@ -701,3 +701,58 @@ def test_term_protocol_model(api: ApiServer, monkeypatch: pytest.MonkeyPatch) ->
             phases=[p for p in Phase if SHRINK or p not in (Phase.shrink, Phase.explain)],
         ),
     )
+
+
+# -- the holes the model finds, as fixed sequences of its rules ----------------------------------
+
+
+class Drawn:
+    """Stands in for hypothesis' `data` in a fixed sequence: every draw returns `value`."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def draw(self, strategy: Any, label: str | None = None) -> Any:
+        return self.value
+
+
+def run_steps(api: ApiServer, steps: Callable[[TermModel], None]) -> None:
+    TermModel.server = api
+    model = TermModel()
+    try:
+        model.first_term()
+        steps(model)
+    finally:
+        model.teardown()
+
+
+@pytest.mark.xfail(strict=True, reason="hole 1 of issue 15; fixed on branch term")
+def test_a_reverted_change_is_named_by_the_intent(api: ApiServer) -> None:
+    """A -> B -> A within one term: the intent names A again before A is re-applied."""
+
+    def steps(model: TermModel) -> None:
+        model.deploy()  # A
+        model.render_new_plan()
+        model.deploy()  # B
+        model.render_previous_plan_again(Drawn(0))
+        model.deploy()  # A again
+        model.the_intent_names_the_last_dispatched_output()
+
+    run_steps(api, steps)
+
+
+@pytest.mark.xfail(strict=True, reason="hole 2 of issue 15; fixed on branch term")
+def test_receipts_absorbed_during_a_publication_reach_the_next_one(api: ApiServer) -> None:
+    """A deployment of B runs while a publication of A is between its read of the receipts
+    and its checkpoint write; B's receipts must survive into the next publication of B."""
+
+    def steps(model: TermModel) -> None:
+        model.deploy()  # A, acknowledged
+        model.render_new_plan()  # B queued
+        model.render_previous_plan_again(Drawn(0))  # A queued, the current render
+        model.publish_while_a_deployment_runs()  # publication of A; B deployed meanwhile
+        model.render_previous_plan_again(Drawn(1))  # B is the current render again
+        model.publish()
+        model.the_acknowledged_intent_has_a_checkpoint_after_publication()
+
+    run_steps(api, steps)
