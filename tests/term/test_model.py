@@ -32,7 +32,7 @@ from typing import Any
 
 import kubernetes
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -143,6 +143,7 @@ class Term:
     latched: bool = False  # the last render failed: publication holds
     stopped: bool = False
     acknowledged: dict[str, str] = field(default_factory=dict)  # pod -> newest receipt checksum
+    delivered: list[str] = field(default_factory=list)  # plan ids its deployments applied
 
     @property
     def key(self) -> tuple[str, int]:
@@ -366,6 +367,13 @@ class TermModel(RuleBasedStateMachine):
         except StaleTerm:
             outcomes = []
         applies = [a for agent in agents for a in agent.accepted[before[agent.pod_name] :]]
+        if outcomes:
+            delivered = term.delivered
+            if dispatch.output.plan_id in delivered[:-1] and delivered[-1:] != [
+                dispatch.output.plan_id
+            ]:
+                event("a term delivered a reverted output")  # hole 1's shape
+            delivered.append(dispatch.output.plan_id)
         if applies or outcomes:
             self.outputs.append(dispatch.output)
         self._absorb(term, dispatch.output, outcomes)
@@ -485,14 +493,14 @@ class TermModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def partial_acknowledgement(self, data: st.DataObject) -> None:
         """One pod's paced reload runs; the others still wait."""
-        pending = [a for a in self.agents.values() if a.pending_reload]
-        data.draw(st.sampled_from(pending), label="pod").run_pending_reload()
+        pending = sorted(ip for ip, a in self.agents.items() if a.pending_reload)
+        self.agents[data.draw(st.sampled_from(pending), label="pod ip")].run_pending_reload()
 
     @rule(data=st.data())
     def pace_reloads(self, data: st.DataObject) -> None:
         """A pod inside its minimum reload interval schedules its next reloads."""
-        agent = data.draw(st.sampled_from(list(self.agents.values())), label="pod")
-        agent.pace = not agent.pace
+        ip = data.draw(st.sampled_from(sorted(self.agents)), label="pod ip")
+        self.agents[ip].pace = not self.agents[ip].pace
 
     @precondition(lambda self: self._live())
     @rule()
@@ -575,7 +583,8 @@ class TermModel(RuleBasedStateMachine):
     def an_old_release_leads(self, data: st.DataObject, with_uid: bool) -> None:
         """A 0.5/0.6 replica leads for a while: it writes its intent copy on the leader Lease
         and applies that output to every pod. The next claim must adopt it."""
-        output = data.draw(st.sampled_from(self.outputs), label="output")
+        index = data.draw(st.integers(0, len(self.outputs) - 1), label="output index")
+        output = self.outputs[index]
         self._stop_current()
         self._lease_gone(self.current)
         self.current = None
@@ -624,7 +633,8 @@ class TermModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def a_stale_term_acts(self, data: st.DataObject) -> None:
         """A task of an ended term runs late: publication and a deployment."""
-        term = data.draw(st.sampled_from([t for t in self.terms if t.stopped]), label="term")
+        ended = [t for t in self.terms if t.stopped]
+        term = ended[data.draw(st.integers(0, len(ended) - 1), label="ended term")]
         self._tick()
         with contextlib.suppress(StaleTerm):
             term.pipeline.publish()
