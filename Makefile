@@ -56,7 +56,7 @@ bench: $(STAMP)
 # Random faults under load with invariant checks (not part of `make test`): first the term
 # model test with many more examples (random, shrunk), then 3 minutes per seed for
 # SOAK_SEEDS; SOAK_ARGS='--minutes 10' for the long run. Report: bench/results/soak.md.
-# Both always run; the exit status is the first failure's.
+# Both always run; the exit status is non-zero when either fails.
 SOAK_SEEDS ?= 1,2,3
 MODEL_EXAMPLES ?= 500
 soak: $(STAMP)
