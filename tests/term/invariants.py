@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from controller.deploy.deployer import PodOutcome
 from controller.retained.intent import DeploymentIntent
 from tests.term.fake_agents import AcceptedApply
 
@@ -83,6 +84,16 @@ def intent_without_checkpoint(
             f"intent {intent.plan_id} acknowledged by {pods} has no checkpoint after publication"
         ]
     return []
+
+
+def current_term_fenced_out(outcomes: Iterable[PodOutcome]) -> list[str]:
+    """The term the leader Lease names holds the newest token: no agent may refuse its
+    apply as stale (a refusal for an unexpected previous plan is the deployer's to retry)."""
+    return [
+        f"{o.pod.name} refused the current term's apply: {o.reason}"
+        for o in outcomes
+        if o.reason in ("stale_epoch", "stale_sequence")
+    ]
 
 
 def writes_after_lease_gone(

@@ -49,3 +49,15 @@ def test_writes_after_the_lease_is_gone() -> None:
     assert inv.writes_after_lease_gone(writes, {}) == []
     found = inv.writes_after_lease_gone(writes, {("r", 1): 4})
     assert found == ["term r@1 sent PUT b after its Lease was gone"]
+
+
+def test_a_stale_refusal_of_the_current_term_is_a_violation() -> None:
+    from controller.deploy.deployer import HAProxyPod, PodOutcome
+
+    pod = HAProxyPod("haproxy-0", "uid", "10.0.0.1")
+    refused = PodOutcome(pod, "refused", None, error="409", reason="stale_sequence")
+    retried = PodOutcome(pod, "refused", None, error="409", reason="unexpected_previous_plan")
+    assert inv.current_term_fenced_out([retried, PodOutcome(pod, "reload", None)]) == []
+    assert inv.current_term_fenced_out([refused]) == [
+        "haproxy-0 refused the current term's apply: stale_sequence"
+    ]
