@@ -53,11 +53,20 @@ bench: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 		$(PY) -m bench $(BENCH_ARGS)
 
-# Random faults under load with invariant checks (not part of `make test`); 3 minutes by
-# default, SOAK_ARGS='--minutes 10' for the long run. Report: bench/results/soak.md.
+# Random faults under load with invariant checks (not part of `make test`): first the term
+# model test with many more examples (random, shrunk), then 3 minutes per seed for
+# SOAK_SEEDS; SOAK_ARGS='--minutes 10' for the long run. Report: bench/results/soak.md.
+# Both always run; the exit status is non-zero when either fails.
+SOAK_SEEDS ?= 1,2,3
+MODEL_EXAMPLES ?= 500
 soak: $(STAMP)
+	@status=0; \
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
-		$(PY) -m soak $(SOAK_ARGS)
+		HAPTIC_MODEL_EXAMPLES=$(MODEL_EXAMPLES) HAPTIC_MODEL_RANDOM=1 HAPTIC_MODEL_SHRINK=1 \
+		$(VENV)/bin/pytest -p no:randomly -n 0 --runxfail tests/term/test_model.py || status=1; \
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
+		$(PY) -m soak --seeds $(SOAK_SEEDS) $(SOAK_ARGS) || status=$$?; \
+	exit $$status
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

@@ -1,4 +1,4 @@
-"""python -m soak [--minutes N] [--seed S] [--report PATH]
+"""python -m soak [--minutes N] [--seed S | --seeds S1,S2,...] [--report PATH]
 
 Runs the whole system (local cluster, 3 HAProxy pods, 2 controller replicas, two backends
 behind two hosts, the Django mirror) with its own Redis and PostgreSQL, sends HTTP through
@@ -191,6 +191,8 @@ def run(minutes: float, seed: int, report_path: Path) -> int:
             results = check_all(
                 system, sampler, load, mirror, postgres, windows, skipped, ended, judged_from
             )
+            if faults is not None:
+                results.append(inv.check_gauge_after_convergence(faults.gauge_readings))
         except Exception:
             broke_down += traceback.format_exc()
     finally:
@@ -262,6 +264,7 @@ def check_all(
         results.append(inv.check_intent_order(samples))
         results.append(inv.check_no_recovery_apply(samples, windows))
         results.append(inv.check_leader_changes(samples, windows, LEADER_GRACE))
+        results.append(inv.check_intent_at_rest(samples, windows, FAILURE_GRACE))
     if system is not None:
         entries = [e for e in lease_log_entries(system.log_dir) if e[0] <= ended]
         results.append(inv.check_lease_renewals(entries, windows, LEADER_GRACE))
@@ -398,19 +401,70 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def seed_report_path(report: Path, seed: int, several: bool) -> Path:
+    """One seed writes `report`; several write one report per seed beside it."""
+    return report.with_name(f"{report.stem}-seed{seed}{report.suffix}") if several else report
+
+
+def write_summary(paths: list[Path], path: Path) -> None:
+    """The runs of several seeds side by side: violations per check and seed."""
+    runs = [(json.loads(p.read_text()), p) for p in paths if p.exists()]
+    reports = [r for r, _ in runs]
+    seeds = [str(r["seed"]) for r in reports]
+    names = list(dict.fromkeys(c["name"] for r in reports for c in r["checks"]))
+    lines = [
+        f"# Soak summary ({len(reports)} seeds)",
+        "",
+        "Violations per check and seed; each seed's own report is linked below.",
+        "",
+        "| check | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+        "| --- |" + " --- |" * len(seeds),
+    ]
+    for name in names:
+        cells = []
+        for r in reports:
+            check = next((c for c in r["checks"] if c["name"] == name), None)
+            if check is None or check["status"] == "not run":
+                cells.append("-")
+            else:
+                cells.append(f"{check['violation_count']} of {check['checked']}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("| **total** | " + " | ".join(str(r["violations"]) for r in reports) + " |")
+    lines += ["", *[f"- seed {r['seed']}: {p.with_suffix('.md').name}" for r, p in runs]]
+    path.write_text("\n".join(lines) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m soak", description=__doc__)
-    parser.add_argument("--minutes", type=float, default=3.0, help="fault loop length")
+    parser.add_argument("--minutes", type=float, default=3.0, help="fault loop length per seed")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: time)")
+    parser.add_argument(
+        "--seeds", default=None, help="comma-separated seeds, one run each (e.g. 1,2,3)"
+    )
     parser.add_argument("--report", type=Path, default=RESULTS_DIR / "soak.json")
     args = parser.parse_args(argv)
     if not 0 < args.minutes <= 120:
         parser.error("--minutes must be in (0, 120]")
-    seed = args.seed if args.seed is not None else int(time.time())
-    log(f"seed {seed}")
+    if args.seeds is not None and args.seed is not None:
+        parser.error("give --seed or --seeds, not both")
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else []
+    except ValueError:
+        parser.error("--seeds takes integers separated by commas")
+    seeds = seeds or [args.seed if args.seed is not None else int(time.time())]
     # SIGTERM unwinds like Ctrl-C, through run()'s cleanup.
     signal.signal(signal.SIGTERM, _interrupt)
-    return run(args.minutes, seed, args.report)
+    several = len(seeds) > 1
+    status, paths = 0, []
+    for seed in seeds:
+        log(f"seed {seed}")
+        path = seed_report_path(args.report, seed, several)
+        paths.append(path)
+        status = max(status, run(args.minutes, seed, path))
+    if several:
+        write_summary(paths, args.report.with_suffix(".md"))
+        log(f"summary: {args.report.with_suffix('.md')}")
+    return status
 
 
 if __name__ == "__main__":

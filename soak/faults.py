@@ -26,6 +26,8 @@ from soak.services import Postgres, Redis
 from tests.e2e.harness import System
 
 BROKEN_TEMPLATE = "{{ this template does not parse"
+# Renders (Jinja is happy) but `haproxy -c` refuses it: the asynchronous render gate's case.
+REFUSED_TEMPLATE = "global\n    no-such-haproxy-keyword-for-the-soak\n"
 HEAL_TIMEOUT = 120.0
 
 
@@ -37,6 +39,17 @@ class FaultLog:
     healed_after_s: float | None = None
     healthy: bool = True
     error: str = ""
+
+
+GAUGE = "haptic_retained_config_active"
+
+
+def gauge_value(metrics_text: str, name: str) -> float | None:
+    """The value of an unlabelled gauge in Prometheus text exposition, or None."""
+    for line in metrics_text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
 
 
 class Faults:
@@ -59,6 +72,8 @@ class Faults:
         self.postgres = postgres
         self.log: list[FaultLog] = []
         self.gamma = False  # whether the third Ingress exists (ingress_change toggles it)
+        # (time, controller, value) of haptic_retained_config_active after each convergence
+        self.gauge_readings: list[tuple[float, str, float | None]] = []
 
     def kinds(self) -> dict[str, Callable[[FaultLog], list[Window]]]:
         kinds: dict[str, Callable[[FaultLog], list[Window]]] = {
@@ -72,6 +87,9 @@ class Faults:
             "haproxy_scale_up": self.scale_up,
             "template_break_and_repair": self.template_break,
             "ingress_change": self.ingress_change,
+            "revert_a_change": self.revert_change,
+            "template_gate_refuses": self.template_gate_refuses,
+            "leader_lease_recreate": self.lease_recreate,
         }
         if self.redis is not None:
             kinds["redis_restart"] = self.redis_restart
@@ -104,6 +122,7 @@ class Faults:
             try:
                 if self.healthy(replicas, since=fresh):
                     entry.healed_after_s = round(time.time() - since, 2)
+                    self.read_gauges()
                     return time.time()
             except Exception:  # a read during a fault: try again
                 pass
@@ -111,6 +130,17 @@ class Faults:
         entry.healthy = False
         entry.error = f"not healthy {HEAL_TIMEOUT:.0f}s after the fault"
         return time.time()
+
+    def read_gauges(self) -> None:
+        """haptic_retained_config_active of every controller, read once the fleet converged
+        on a current render (it must be 0 then: recovery is over)."""
+        for name in list(self.system.controllers):
+            try:
+                text = self.system.health(name, "/metrics").text
+            except Exception:  # a controller restarting: no reading
+                self.gauge_readings.append((time.time(), name, None))
+                continue
+            self.gauge_readings.append((time.time(), name, gauge_value(text, GAUGE)))
 
     def _pick_pod(self) -> Any:
         pods = self.system.haproxy_pods(ready_only=True)
@@ -316,3 +346,50 @@ class Faults:
         entry.detail["gamma_present"] = self.gamma
         end = self.wait_healthy(entry, start)
         return [Window(entry.kind, start, end, frozenset())]
+
+    def revert_change(self, entry: FaultLog) -> list[Window]:
+        """A -> B -> A: add an Ingress, converge, remove it again. The plan after the revert
+        is the first one again; the intent must name it (issue 15, hole 1)."""
+        start = time.time()
+        net = kubernetes.client.NetworkingV1Api(self.system.client)
+        self.system.apply([stack.ingress("revert", "r.example", "beta")])
+        mid = self.wait_healthy(entry, start)
+        entry.detail["changed_after_s"] = entry.healed_after_s
+        net.delete_namespaced_ingress("revert", stack.NAMESPACE)
+        end = self.wait_healthy(entry, start)
+        return [Window(entry.kind, start, mid, frozenset()), Window(entry.kind, mid, end)]
+
+    def template_gate_refuses(self, entry: FaultLog) -> list[Window]:
+        """A template that renders but haproxy -c refuses: the gate refuses it (after the
+        dispatch, it is optimistic), the agents refuse it and keep last-known-good; no
+        request may fail; then the field is removed."""
+        start = time.time()
+        self._patch_template({"spec": {"haproxyConfig": {"template": REFUSED_TEMPLATE}}})
+        time.sleep(self.rng.uniform(4, 8))
+        repaired = time.time()
+        self._patch_template({"spec": {"haproxyConfig": None}})
+        end = self.wait_healthy(entry, start)
+        return [
+            Window("template_refused", start, repaired, frozenset(), rendering_broken=True),
+            Window("template_refused_repair", repaired, end, frozenset()),
+        ]
+
+    def lease_recreate(self, entry: FaultLog) -> list[Window]:
+        """Delete the leader Lease: an elector creates it again with its epoch counter back
+        at the start, below the retained claim, and the next claim must Reclaim."""
+        start = time.time()
+        before = self.system.leader_lease()
+        entry.detail["epoch_before"] = (before.metadata.annotations or {}).get(
+            "haproxy-haptic.org/epoch"
+        )
+        leases = kubernetes.client.CoordinationV1Api(self.system.client)
+        leases.delete_namespaced_lease("haptic-leader", stack.NAMESPACE)
+        end = self.wait_healthy(entry, start)
+        try:
+            after = self.system.leader_lease()
+            entry.detail["epoch_after"] = (after.metadata.annotations or {}).get(
+                "haproxy-haptic.org/epoch"
+            )
+        except kubernetes.client.ApiException:
+            pass
+        return [Window(entry.kind, start, end, frozenset(), leader_change=True)]

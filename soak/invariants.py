@@ -310,3 +310,52 @@ def check_mirror(observed: dict[str, set[str]], mirrored: dict[str, set[str]]) -
         for item in missing[:20]:
             result.violations.append(f"{kind} {item} not in the mirror")
     return result
+
+
+# -- at rest the intent names what every pod runs --------------------------------------------
+
+
+def check_intent_at_rest(
+    samples: Sequence[Sample], windows: Sequence[Window], grace: float
+) -> Result:
+    """Outside every fault window (plus `grace`), each configured pod's applied checksum is
+    the one the intent names: the durable promise describes the fleet. A mismatch is
+    reported once per pod and checksum pair, at its first sample."""
+    result = Result("at rest the intent names what every pod runs")
+    reported: set[tuple[str, str | None, str | None]] = set()
+    for sample in samples:
+        if sample.intent is None or any(w.covers(sample.t, grace) for w in windows):
+            continue
+        for pod, obs in sample.pods.items():
+            if obs.applied_checksum is None:
+                continue
+            result.checked += 1
+            if obs.applied_checksum == sample.intent:
+                continue
+            key = (pod, obs.applied_checksum, sample.intent)
+            if key not in reported:
+                reported.add(key)
+                result.violations.append(
+                    f"t={sample.t:.3f} {pod} runs {obs.applied_checksum[:19]} at rest while "
+                    f"the intent names {sample.intent[:19]}"
+                )
+    return result
+
+
+# -- the retained-config gauge is 0 after convergence ----------------------------------------
+
+
+def check_gauge_after_convergence(readings: Iterable[tuple[float, str, float | None]]) -> Result:
+    """haptic_retained_config_active read from every controller once the fleet converged on
+    a current render after a fault: 0 (recovery is over); a missing reading is not judged."""
+    result = Result("the gauge haptic_retained_config_active is 0 after convergence")
+    unread = 0
+    for t, controller, value in readings:
+        if value is None:
+            unread += 1
+            continue
+        result.checked += 1
+        if value != 0:
+            result.violations.append(f"t={t:.3f} {controller}: gauge {value:g} after convergence")
+    result.notes = {"unread": unread} if unread else {}
+    return result

@@ -191,3 +191,45 @@ def test_everything_observed_must_be_mirrored() -> None:
     assert len(result.violations) == 2
     assert result.notes["checkpoints"] == {"observed": 2, "mirrored": 1, "missing": 1}
     assert inv.Result("x", ran=False).as_dict()["status"] == "not run"
+
+
+# -- at rest the intent names what every pod runs ---------------------------------------------
+
+
+def test_a_pod_off_the_intent_at_rest_is_reported_once() -> None:
+    samples = [
+        sample(1, "A", p1=("A", 1), p2=("A", 1)),
+        sample(2, "B", p1=("A", 1), p2=("B", 2)),  # hole 1: the intent names B, p1 runs A
+        sample(3, "B", p1=("A", 1), p2=("B", 2)),
+    ]
+    result = inv.check_intent_at_rest(samples, [], grace=0)
+    assert result.checked == 6
+    assert len(result.violations) == 1 and "p1 runs A" in result.violations[0]
+
+
+def test_pods_off_the_intent_inside_a_window_and_bootstrap_pods_are_not_judged() -> None:
+    samples = [sample(5, "B", p1=("A", 1), p2=(None, 0)), sample(30, "B", p1=("B", 2))]
+    result = inv.check_intent_at_rest(samples, [Window("ingress_change", 4, 6)], grace=3)
+    assert result.checked == 1 and result.ok
+
+
+# -- the retained-config gauge ------------------------------------------------------------------
+
+
+def test_the_gauge_must_be_zero_after_convergence() -> None:
+    result = inv.check_gauge_after_convergence([(1, "c0", 0.0), (2, "c1", 1.0), (3, "c0", None)])
+    assert result.checked == 2 and result.notes == {"unread": 1}
+    assert result.violations == ["t=2.000 c1: gauge 1 after convergence"]
+
+
+def test_gauge_value_reads_the_unlabelled_sample() -> None:
+    from soak.faults import gauge_value
+
+    text = (
+        "# HELP haptic_retained_config_active 1 while ...\n"
+        "# TYPE haptic_retained_config_active gauge\n"
+        "haptic_retained_config_active 1.0\n"
+        "haptic_retained_config_active_other 5.0\n"
+    )
+    assert gauge_value(text, "haptic_retained_config_active") == 1.0
+    assert gauge_value("", "haptic_retained_config_active") is None
