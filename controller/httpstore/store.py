@@ -183,11 +183,18 @@ class HTTPStore:
 
     # -- the leadership term -------------------------------------------------------------
 
-    def begin_term(self, on_change: Callable[[], None] | None = None) -> None:
+    def begin_term(
+        self,
+        on_change: Callable[[], None] | None = None,
+        record_event: Callable[[str, str, str], None] | None = None,
+    ) -> None:
         """Fetch every resource now (the term's first render must see them), then keep
-        fetching on a thread until end_term; `on_change` asks for a render."""
+        fetching on a thread until end_term; `on_change` asks for a render, `record_event`
+        (type, reason, message) reports on the template config."""
         self.end_term()
         self._on_change = on_change
+        if record_event is not None:
+            self.record_event = record_event
         self._stop.clear()
         self.refresh(force=True)
         self._thread = threading.Thread(target=self._loop, name="http-store", daemon=True)

@@ -6,73 +6,15 @@ from __future__ import annotations
 import base64
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
-import pytest
 from prometheus_client import REGISTRY
 
 from controller.health import ComponentHealth, HealthServer
 from controller.httpstore.cache import ResourceSpec, Version
 from controller.httpstore.fetcher import fetch
 from controller.httpstore.store import HTTP_STORE, HTTPStore
-
-
-@dataclass
-class Source:
-    """What the server answers on /<name>; `requests` records the conditional headers."""
-
-    body: bytes = b""
-    etag: str | None = None
-    delay: float = 0.0
-    status: int = 200
-    authorization: str | None = None  # the Authorization header required when set
-    requests: list[dict] = field(default_factory=list)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    sources: dict[str, Source] = {}
-
-    def do_GET(self) -> None:
-        src = self.sources.get(self.path.lstrip("/"))
-        if src is None:
-            self.send_error(404)
-            return
-        src.requests.append(dict(self.headers))
-        time.sleep(src.delay)
-        if src.authorization and self.headers.get("Authorization") != src.authorization:
-            self.send_response(401)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        if src.etag and self.headers.get("If-None-Match") == src.etag:
-            self.send_response(304)
-            self.end_headers()
-            return
-        self.send_response(src.status)
-        if src.etag:
-            self.send_header("ETag", src.etag)
-        self.send_header("Content-Length", str(len(src.body)))
-        self.end_headers()
-        self.wfile.write(src.body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def server() -> Iterator[tuple[str, dict[str, Source]]]:
-    sources: dict[str, Source] = {}
-    handler = type("Handler", (_Handler,), {"sources": sources})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", sources
-    httpd.shutdown()
-    httpd.server_close()
+from tests.httpstore.conftest import Source, _template
 
 
 def test_fetch_bodies_304_timeouts_size_limit_and_errors(server) -> None:
@@ -94,12 +36,6 @@ def test_fetch_bodies_304_timeouts_size_limit_and_errors(server) -> None:
             fetch(http, ResourceSpec("big", f"{base}/big", max_bytes=4096), {}).body == "x" * 2048
         )
         assert fetch(http, ResourceSpec("gone", f"{base}/gone"), {}).error.startswith("HTTP 500")
-
-
-def _template(base: str, **resources: dict) -> dict:
-    return {
-        "spec": {"httpResources": {n: {"url": f"{base}/{n}", **r} for n, r in resources.items()}}
-    }
 
 
 def _sample(name: str, resource: str) -> float | None:
