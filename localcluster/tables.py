@@ -62,6 +62,24 @@ def _pod_cells(pod: dict[str, Any]) -> list[Any]:
     ]
 
 
+def _ingress_cells(spec: dict[str, Any], status: dict[str, Any]) -> list[Any]:
+    """Class, Hosts, Address, Ports as kubectl prints an Ingress: up to three hosts,
+    "*" for none; the load balancer's IPs (else hostnames); 443 only with TLS."""
+    rules = spec.get("rules") or []
+    hosts = [r["host"] for r in rules if isinstance(r, dict) and r.get("host")]
+    shown = ",".join(hosts[:3]) or "*"
+    if len(rules) > 3 and len(hosts) > 3:
+        shown += f" + {len(rules) - 3} more..."
+    lb = (status.get("loadBalancer") or {}).get("ingress") or []
+    address = ",".join(e.get("ip") or e.get("hostname") or "" for e in lb if isinstance(e, dict))
+    return [
+        spec.get("ingressClassName") or "<none>",
+        shown,
+        address,
+        "80, 443" if spec.get("tls") else "80",
+    ]
+
+
 def _columns(rt: ResourceType) -> list[tuple[str, str, int]]:
     """(name, type, priority); priority 1 columns show with -o wide."""
     if rt.kind == "Pod":
@@ -92,6 +110,15 @@ def _columns(rt: ResourceType) -> list[tuple[str, str, int]]:
         ]
     if rt.kind == "Lease":
         return [("Name", "string", 0), ("Holder", "string", 0), ("Age", "string", 0)]
+    if rt.kind == "Ingress":
+        return [
+            ("Name", "string", 0),
+            ("Class", "string", 0),
+            ("Hosts", "string", 0),
+            ("Address", "string", 0),
+            ("Ports", "string", 0),
+            ("Age", "string", 0),
+        ]
     if rt.kind == "Namespace":
         return [("Name", "string", 0), ("Status", "string", 0), ("Age", "string", 0)]
     if rt.custom:
@@ -142,6 +169,8 @@ def _cells(rt: ResourceType, obj: dict[str, Any]) -> list[Any]:
         ]
     if rt.kind == "Lease":
         return [name, spec.get("holderIdentity") or "", created]
+    if rt.kind == "Ingress":
+        return [name, *_ingress_cells(spec, status), created]
     if rt.kind == "Namespace":
         return [name, status.get("phase", "Active"), created]
     if rt.custom:

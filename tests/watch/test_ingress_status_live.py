@@ -3,6 +3,7 @@ fenced, through the local API server over HTTP; the decision as a property."""
 
 from __future__ import annotations
 
+import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -30,7 +31,20 @@ def _status(net, ns: str, name: str) -> list:
     return [(e.ip, e.hostname) for e in (lb.ingress or [])] if lb else []
 
 
-def test_served_ingresses_get_the_fleet_addresses_and_lose_them_after(api_client, namespace):
+def _kubectl_addresses(api, namespace: str) -> dict[str, str]:
+    """NAME -> ADDRESS as `kubectl get ingress` prints them."""
+    out = subprocess.run(
+        ["kubectl", "--kubeconfig", str(api.kubeconfig), "get", "ingress", "-n", namespace],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout.splitlines()
+    start = out[0].index("ADDRESS")
+    return {line.split()[0]: line[start:].split(" ")[0] for line in out[1:]}
+
+
+def test_served_ingresses_get_the_fleet_addresses_and_lose_them_after(api, api_client, namespace):
     net = client.NetworkingV1Api(api_client)
     for name in ("served", "dropped", "foreign"):
         net.create_namespaced_ingress(namespace, ingress(name), _request_timeout=T)
@@ -61,11 +75,14 @@ def test_served_ingresses_get_the_fleet_addresses_and_lose_them_after(api_client
     assert _status(net, ns, "served") == both and _status(net, ns, "dropped") == both
     assert _status(net, ns, "foreign") == [(None, "lb.other.example")]  # not ours: untouched
     assert writer.apply(out) == []  # nothing changed: no writes
+    shown = _kubectl_addresses(api, ns)
+    assert shown["served"] == "127.0.0.11,127.0.0.12" and shown["foreign"] == "lb.other.example"
 
     # "dropped" is no longer served: it loses our addresses; the foreign one keeps its own.
     assert writer.apply(SimpleNamespace(served_ingresses=(f"{ns}/served",))) == [f"{ns}/dropped"]
     assert _status(net, ns, "dropped") == [] and _status(net, ns, "served") == both
     assert _status(net, ns, "foreign") == [(None, "lb.other.example")]
+    assert _kubectl_addresses(api, ns)["dropped"] == ""
     managed = net.read_namespaced_ingress("served", ns).metadata.managed_fields or []
     assert FIELD_MANAGER in {m.manager for m in managed}
 
