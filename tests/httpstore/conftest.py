@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -54,17 +55,25 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def server() -> Iterator[tuple[str, dict[str, Source]]]:
-    sources: dict[str, Source] = {}
+@contextlib.contextmanager
+def serve_sources(sources: dict[str, Source]) -> Iterator[str]:
+    """Serve `sources` (changeable while serving) on 127.0.0.1; yields the base URL."""
     handler = type("Handler", (_Handler,), {"sources": sources})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", sources
-    httpd.shutdown()
-    httpd.server_close()
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, dict[str, Source]]]:
+    sources: dict[str, Source] = {}
+    with serve_sources(sources) as base:
+        yield base, sources
 
 
 def _template(base: str, **resources: dict) -> dict:
