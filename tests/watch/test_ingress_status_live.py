@@ -20,6 +20,7 @@ from controller.ingressstatus import (
     publish_addresses,
     status_changes,
 )
+from controller.watch.informer import KEPT_FIELD_MANAGERS, strip_managed_fields
 from tests.watch.test_caches_live import ingress
 
 T = 10
@@ -127,7 +128,7 @@ def test_writes_touch_served_ingresses_and_only_our_addresses_elsewhere(served, 
         for key, entries in current.items()
     ]
     ours = {fleet_entries(["10.0.0.1"])}
-    changes = status_changes(served, objs, desired, lambda key, cur: cur in ours)
+    changes = status_changes(served, objs, desired, lambda _obj, cur: cur in ours)
     for ns, name, entries in changes:
         key = f"{ns}/{name}"
         if key in served:
@@ -142,3 +143,34 @@ def test_writes_touch_served_ingresses_and_only_our_addresses_elsewhere(served, 
             assert final == desired
         elif entries not in ours:
             assert key not in written
+
+
+def test_a_new_term_clears_what_an_earlier_term_wrote_after_the_pods_moved(api_client, namespace):
+    # The next leader knows nothing the last one wrote, and the HAProxy pods now have other
+    # IPs; the field manager in managedFields still says whose addresses these are.
+    net = client.NetworkingV1Api(api_client)
+    for name in ("old", "foreign"):
+        net.create_namespaced_ingress(namespace, ingress(name), _request_timeout=T)
+
+    def listed() -> list[dict]:
+        # As the watch caches hold them: managedFields stripped but for ours.
+        items = net.list_namespaced_ingress(namespace, _request_timeout=T).items
+        return [strip_managed_fields(api_client.sanitize_for_serialization(i)) for i in items]
+
+    def writer(addresses: list[str]) -> IngressStatusWriter:
+        return IngressStatusWriter(
+            api_client, listed, lambda: addresses, term_valid=lambda: True, check_term=lambda: None
+        )
+
+    ns = namespace
+    writer(["127.0.0.21"]).apply(SimpleNamespace(served_ingresses=(f"{ns}/old",)))
+    foreign = {"status": {"loadBalancer": {"ingress": [{"ip": "127.0.0.21"}]}}}
+    net.patch_namespaced_ingress_status(
+        "foreign", ns, foreign, field_manager="someone-else", _request_timeout=T
+    )
+    assert _status(net, ns, "old") == [("127.0.0.21", None)]
+    # Next term: the pods moved to .22 and neither Ingress is served any more.
+    assert writer(["127.0.0.22"]).apply(SimpleNamespace(served_ingresses=())) == [f"{ns}/old"]
+    assert _status(net, ns, "old") == []
+    assert _status(net, ns, "foreign") == [("127.0.0.21", None)]  # another manager's
+    assert {FIELD_MANAGER} == KEPT_FIELD_MANAGERS
