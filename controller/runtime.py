@@ -270,7 +270,7 @@ class ControllerReplica:
             ),
         )
         # A new leader fetches every HTTP resource before its first render.
-        self.http_store.begin_term(on_change=pipeline.request_render, record_event=events.record)
+        self.http_store.begin_term(pipeline.request_render, events.record, term.is_valid)
         with self._lock:
             if not term.is_valid():
                 self.http_store.end_term()

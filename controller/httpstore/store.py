@@ -66,6 +66,7 @@ class HTTPStore:
         self._lock = threading.Lock()
         self._on_change: Callable[[], None] | None = None
         self._stop = threading.Event()
+        self._term_valid: Callable[[], bool] = lambda: True
         self._thread: threading.Thread | None = None
 
     # -- the render side -----------------------------------------------------------------
@@ -187,15 +188,18 @@ class HTTPStore:
         self,
         on_change: Callable[[], None] | None = None,
         record_event: Callable[[str, str, str], None] | None = None,
+        term_valid: Callable[[], bool] = lambda: True,
     ) -> None:
         """Fetch every resource now (the term's first render must see them), then keep
         fetching on a thread until end_term; `on_change` asks for a render, `record_event`
-        (type, reason, message) reports on the template config."""
+        (type, reason, message) reports on the template config. The thread also stops once
+        `term_valid()` is False, so a term that ended without end_term fetches no more."""
         self.end_term()
         self._on_change = on_change
         if record_event is not None:
             self.record_event = record_event
         self._stop.clear()
+        self._term_valid = term_valid
         self.refresh(force=True)
         self._thread = threading.Thread(target=self._loop, name="http-store", daemon=True)
         self._thread.start()
@@ -209,7 +213,7 @@ class HTTPStore:
             self.health.remove(HTTP_STORE)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self._sleep()):
+        while not self._stop.wait(self._sleep()) and self._term_valid():
             try:
                 changed = self.refresh()
             except Exception:

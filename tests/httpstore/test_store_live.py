@@ -150,5 +150,13 @@ def test_a_term_fetches_before_it_returns_and_refetches_on_the_interval(server) 
         fetched = len(sources["map"].requests)
         time.sleep(0.6)
         assert len(sources["map"].requests) == fetched  # not the leader: no fetches
+        # A term that ends without end_term (its validity lapsed) stops fetching too.
+        valid = [True]
+        store.begin_term(term_valid=lambda: valid[0])
+        valid[0] = False
+        time.sleep(0.6)
+        fetched = len(sources["map"].requests)
+        time.sleep(0.6)
+        assert len(sources["map"].requests) == fetched
     finally:
         store.close()
