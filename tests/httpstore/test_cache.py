@@ -142,3 +142,11 @@ def test_only_gate_passed_bodies_become_accepted_and_failures_never_lose_one(ste
         # Templates see something once anything was fetched and not refused.
         assert cache.offered(state) in (state.pending, state.accepted)
         assert state.next_fetch > now - 1 or kind == "verdict"
+
+
+@given(st.integers(0, 100), st.floats(0.1, 86400))
+def test_retries_come_sooner_than_refreshes_and_never_faster_after_more_failures(n, interval):
+    delay = cache.next_fetch_delay(n, interval)
+    assert 0 < delay <= interval
+    assert cache.next_fetch_delay(n + 1, interval) >= delay or n == 0
+    assert cache.next_fetch_delay(0, interval) == interval
