@@ -4,8 +4,10 @@ Once every HAProxy pod runs a render (the leader pipeline's `on_converged`), eac
 `RenderOutput.served_ingresses` gets the fleet's addresses: those of the publish Service
 named in `templateLibraries.ingress.publishService` (its load balancer status, else its
 external IPs, else its cluster IP), else the HAProxy pods' IPs. An Ingress that carries our
-addresses but is no longer served loses them. Only the leader writes, under the fencing
-token (check_term before each batch), with the field manager FIELD_MANAGER.
+addresses but is no longer served loses them (ours: managedFields name FIELD_MANAGER as the
+owner of status.loadBalancer.ingress, so a later term clears what an earlier one wrote).
+Only the leader writes, under the fencing token (check_term before each batch), with the
+field manager FIELD_MANAGER.
 
 `status_changes` is the pure decision; `IngressStatusWriter` is the I/O, one per term.
 """
@@ -21,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 log = logging.getLogger(__name__)
 
-FIELD_MANAGER = "haptic-ingress-status"
+FIELD_MANAGER = "haptic-ingress-status"  # kept in the caches: informer.KEPT_FIELD_MANAGERS
 WRITE_TIMEOUT = 5.0
 
 Entries = tuple[tuple[tuple[str, str], ...], ...]  # status.loadBalancer.ingress, comparable
@@ -70,14 +72,28 @@ def publish_addresses(service: Mapping[str, Any] | None) -> list[str]:
     return [cluster_ip] if cluster_ip and cluster_ip != "None" else []
 
 
+def manages_status(ingress: Mapping[str, Any], manager: str = FIELD_MANAGER) -> bool:
+    """Whether `manager` owns status.loadBalancer.ingress in managedFields: the API server
+    moves ownership to whoever writes the field last, so this says whose addresses they are
+    across leadership terms and address changes."""
+    for entry in (ingress.get("metadata") or {}).get("managedFields") or []:
+        if not isinstance(entry, Mapping) or entry.get("manager") != manager:
+            continue
+        fields = ((entry.get("fieldsV1") or {}).get("f:status") or {}).get("f:loadBalancer")
+        if isinstance(fields, Mapping) and "f:ingress" in fields:
+            return True
+    return False
+
+
 def status_changes(
     served: Iterable[str],
     ingresses: Iterable[Mapping[str, Any]],
     desired: Entries,
-    ours: Callable[[str, Entries], bool],
+    ours: Callable[[Mapping[str, Any], Entries], bool],
 ) -> list[tuple[str, str, Entries]]:
     """(namespace, name, entries) to write: `desired` on served Ingresses that do not show
-    it, `()` (clear) on the others when what they show is ours. Pure."""
+    it, `()` (clear) on the others when what they show is ours (`ours(ingress, current)`).
+    Pure."""
     served = set(served)
     out = []
     for obj in ingresses:
@@ -88,7 +104,7 @@ def status_changes(
         if key in served:
             if desired and current != desired:
                 out.append((namespace, name, desired))
-        elif current and ours(key, current):
+        elif current and ours(obj, current):
             out.append((namespace, name, ()))
     return sorted(out)
 
@@ -110,21 +126,20 @@ class IngressStatusWriter:
         self.addresses = addresses
         self.term_valid = term_valid
         self.check_term = check_term
-        # What this term wrote, and every address set it published: an Ingress showing one
-        # of those is ours to clear.
+        # What this term wrote: ours to clear even where managedFields are not kept.
         self.written: dict[str, Entries] = {}
-        self.published: set[Entries] = set()
 
-    def _ours(self, key: str, current: Entries) -> bool:
-        return self.written.get(key) == current or current in self.published
+    def _ours(self, ingress: Mapping[str, Any], current: Entries) -> bool:
+        if manages_status(ingress):
+            return True
+        meta = ingress.get("metadata") or {}
+        return self.written.get(f"{meta.get('namespace')}/{meta.get('name')}") == current
 
     def apply(self, output: Any) -> list[str]:
         """Write the status of a converged output; returns "ns/name" of what was written."""
         if not self.term_valid():
             return []
         desired = fleet_entries(self.addresses())
-        if desired:
-            self.published.add(desired)
         served = tuple(getattr(output, "served_ingresses", ()) or ())
         todo = status_changes(served, self.ingresses(), desired, self._ours)
         if not todo:

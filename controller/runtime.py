@@ -22,6 +22,7 @@ from controller.deploy.deployer import AgentPool, Deployer
 from controller.election.term import Term
 from controller.election.timing import parse_duration
 from controller.fencing import check_term
+from controller.httpstore.store import HTTPStore
 from controller.hub.config import HubConfig
 from controller.hub.hub import build_hub
 from controller.ingressstatus import IngressStatusWriter, fleet_addresses
@@ -113,7 +114,11 @@ class ControllerReplica:
             health_address=(host, port) if port else None,
             workload_client=runtime.workload_client,
         )
-        self.gate = RenderGate(binary=os.environ.get("HAPTIC_HAPROXY_BIN") or None)
+        # spec.httpResources, fetched only while this replica leads (issue 18).
+        self.http_store = HTTPStore(self._template, self._template_secret, health=self.watch.health)
+        self.gate = RenderGate(
+            binary=os.environ.get("HAPTIC_HAPROXY_BIN") or None, on_verdict=self._gate_verdict
+        )
         self.plans = PlanMemory()
         self.pool = AgentPool(port=self._agent_port(), token=self._agent_token)
         self.deployer = Deployer(self.pool)
@@ -156,6 +161,32 @@ class ControllerReplica:
             raise RuntimeError(f"agent token Secret {name}: HTTP {exc.status}") from exc
         return base64.b64decode((secret.data or {})[key]).decode().strip()
 
+    def _template_secret(self, name: str) -> dict[str, str] | None:
+        """A Secret's decoded data in the template config's namespace (HTTP resource auth)."""
+        try:
+            secret = client.CoreV1Api(self.api_client).read_namespaced_secret(
+                name, self.runtime.config.namespace, _request_timeout=5.0
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+
+    def _render_kwargs(self) -> dict[str, Any]:
+        """RenderInput keyword arguments: the watched objects and the HTTP store's bodies."""
+        kwargs = self.watch.caches.snapshot().render_kwargs()
+        return {**kwargs, "http_resources": self.http_store.render_view()}
+
+    def _gate_verdict(self, output: Any, verdict: Any) -> None:
+        """The render gate judged a render: its pending HTTP bodies become accepted, or are
+        discarded and the leader renders again with the accepted ones."""
+        if self.http_store.settle(dict(output.http_digests), verdict.accepted):
+            with self._lock:
+                pipeline = self.pipeline
+            if pipeline is not None:
+                pipeline.request_render()
+
     # -- all-replica lifecycle --------------------------------------------------------
 
     def start(self) -> None:
@@ -168,6 +199,7 @@ class ControllerReplica:
         self.deployer.close()
         self.pool.close()
         self.gate.close()
+        self.http_store.close()
 
     # -- per term -----------------------------------------------------------------------
 
@@ -216,7 +248,7 @@ class ControllerReplica:
             health=self.watch.health,
             gate=self.gate,
             plans=self.plans,
-            snapshot=lambda: self.watch.caches.snapshot().render_kwargs(),
+            snapshot=self._render_kwargs,
             haproxy_pods=self.watch.caches.haproxy_pods,
             deployer=self.deployer,
             settings=leader_settings(template),
@@ -240,8 +272,11 @@ class ControllerReplica:
                 ),
             ),
         )
+        # A new leader fetches every HTTP resource before its first render.
+        self.http_store.begin_term(pipeline.request_render, events.record, term.is_valid)
         with self._lock:
             if not term.is_valid():
+                self.http_store.end_term()
                 return
             self.pipeline = pipeline
             pipeline.start()
@@ -285,6 +320,7 @@ class ControllerReplica:
 
     def stop_term(self, term: Term) -> None:
         self.watch.detach_leader()
+        self.http_store.end_term()
         with self._lock:
             pipeline, self.pipeline = self.pipeline, None
         if pipeline is not None:

@@ -84,7 +84,8 @@ def _node_address(node: dict[str, Any], kind: str) -> str:
 
 
 def _ingress_hosts(ing: dict[str, Any]) -> str:
-    hosts = [r.get("host") or "*" for r in (ing.get("spec") or {}).get("rules") or []]
+    # As kubectl's printer: rules without a host add nothing; no host at all is "*".
+    hosts = [r["host"] for r in (ing.get("spec") or {}).get("rules") or [] if r.get("host")]
     return ",".join(hosts) or "*"
 
 

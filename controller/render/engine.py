@@ -354,4 +354,5 @@ def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
         warnings=tuple(warnings),
         gate_ready_pods=tuple(sorted(gated_pods)),
         served_ingresses=model.served,
+        http_digests=tuple(sorted((n, m.text_digest(b)) for n, b in inp.http_resources.items())),
     )

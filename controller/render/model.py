@@ -11,6 +11,11 @@ from typing import Any
 FILE_KINDS = ("config", "map", "general", "certificate", "crt-list")
 
 
+def text_digest(text: str) -> str:
+    """Hex sha256 of a text's UTF-8 bytes (names an HTTP resource body in RenderOutput)."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 class RenderError(Exception):
     """A render that cannot produce output: bad template, failed library, bad configuration.
 
@@ -147,6 +152,9 @@ class RenderOutput:
     # "namespace/name" of the Ingresses this render serves (at least one route or default):
     # the Ingress status writer publishes the load balancer addresses on exactly these.
     served_ingresses: tuple[str, ...] = ()
+    # (name, sha256 of the body) of every spec.httpResources body this render read: the
+    # render gate's verdict on it accepts or refuses exactly those (controller.httpstore).
+    http_digests: tuple[tuple[str, str], ...] = ()
 
     def file(self, path: str) -> RenderedFile:
         for f in self.files:

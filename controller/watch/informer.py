@@ -73,11 +73,23 @@ def watch_client(api_client: ApiClient) -> ApiClient:
     return ApiClient(config)
 
 
+# managedFields entries kept in the caches: the Ingress status writer reads its own to know
+# whose addresses an Ingress shows (controller.ingressstatus.FIELD_MANAGER).
+KEPT_FIELD_MANAGERS = frozenset({"haptic-ingress-status"})
+
+
 def strip_managed_fields(obj: dict) -> dict:
-    """Default transform: managedFields are large and no consumer of the caches reads them."""
+    """Default transform: managedFields are large and no consumer of the caches reads them,
+    except the entries of KEPT_FIELD_MANAGERS."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
-        meta.pop("managedFields", None)
+        kept = [
+            m
+            for m in meta.pop("managedFields", None) or []
+            if isinstance(m, dict) and m.get("manager") in KEPT_FIELD_MANAGERS
+        ]
+        if kept:
+            meta["managedFields"] = kept
     return obj
 
 

@@ -490,3 +490,31 @@ def test_events_expire_after_their_ttl():
     assert store.expire_events(3600, now=time.time() + 3601) == 1
     assert ("default", "ev") not in store.objects[rt.key]
     assert [e.type for e in watcher.events] == ["DELETED"]
+
+
+def test_ingress_table_has_kubectls_columns_with_the_address():
+    # Issue 18: `kubectl get ingress` shows CLASS, HOSTS, ADDRESS, PORTS as the real server.
+    from localcluster import tables
+
+    rt = Registry().get("networking.k8s.io", "v1", "ingresses")
+    ing = {
+        "metadata": {"name": "web", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {
+            "ingressClassName": "haptic",
+            "rules": [{"host": "a.test"}, {"host": "b.test"}, {}],
+            "tls": [{"hosts": ["a.test"]}],
+        },
+        "status": {"loadBalancer": {"ingress": [{"ip": "127.0.0.5"}, {"hostname": "lb.test"}]}},
+    }
+    bare = {"metadata": {"name": "bare"}, "spec": {}}
+    table = tables.to_table(rt, [ing, bare], {})
+    names = [c["name"] for c in table["columnDefinitions"]]
+    assert names == ["Name", "Class", "Hosts", "Address", "Ports", "Age"]
+    assert table["rows"][0]["cells"][:5] == [
+        "web",
+        "haptic",
+        "a.test,b.test",  # rules without a host add nothing
+        "127.0.0.5,lb.test",
+        "80, 443",
+    ]
+    assert table["rows"][1]["cells"][:5] == ["bare", "<none>", "*", "", "80"]

@@ -3,6 +3,7 @@ fenced, through the local API server over HTTP; the decision as a property."""
 
 from __future__ import annotations
 
+import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -19,6 +20,7 @@ from controller.ingressstatus import (
     publish_addresses,
     status_changes,
 )
+from controller.watch.informer import KEPT_FIELD_MANAGERS, strip_managed_fields
 from tests.watch.test_caches_live import ingress
 
 T = 10
@@ -30,7 +32,20 @@ def _status(net, ns: str, name: str) -> list:
     return [(e.ip, e.hostname) for e in (lb.ingress or [])] if lb else []
 
 
-def test_served_ingresses_get_the_fleet_addresses_and_lose_them_after(api_client, namespace):
+def _kubectl_addresses(api, namespace: str) -> dict[str, str]:
+    """NAME -> ADDRESS as `kubectl get ingress` prints them."""
+    out = subprocess.run(
+        ["kubectl", "--kubeconfig", str(api.kubeconfig), "get", "ingress", "-n", namespace],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout.splitlines()
+    start = out[0].index("ADDRESS")
+    return {line.split()[0]: line[start:].split(" ")[0] for line in out[1:]}
+
+
+def test_served_ingresses_get_the_fleet_addresses_and_lose_them_after(api, api_client, namespace):
     net = client.NetworkingV1Api(api_client)
     for name in ("served", "dropped", "foreign"):
         net.create_namespaced_ingress(namespace, ingress(name), _request_timeout=T)
@@ -61,11 +76,14 @@ def test_served_ingresses_get_the_fleet_addresses_and_lose_them_after(api_client
     assert _status(net, ns, "served") == both and _status(net, ns, "dropped") == both
     assert _status(net, ns, "foreign") == [(None, "lb.other.example")]  # not ours: untouched
     assert writer.apply(out) == []  # nothing changed: no writes
+    shown = _kubectl_addresses(api, ns)
+    assert shown["served"] == "127.0.0.11,127.0.0.12" and shown["foreign"] == "lb.other.example"
 
     # "dropped" is no longer served: it loses our addresses; the foreign one keeps its own.
     assert writer.apply(SimpleNamespace(served_ingresses=(f"{ns}/served",))) == [f"{ns}/dropped"]
     assert _status(net, ns, "dropped") == [] and _status(net, ns, "served") == both
     assert _status(net, ns, "foreign") == [(None, "lb.other.example")]
+    assert _kubectl_addresses(api, ns)["dropped"] == ""
     managed = net.read_namespaced_ingress("served", ns).metadata.managed_fields or []
     assert FIELD_MANAGER in {m.manager for m in managed}
 
@@ -110,7 +128,7 @@ def test_writes_touch_served_ingresses_and_only_our_addresses_elsewhere(served, 
         for key, entries in current.items()
     ]
     ours = {fleet_entries(["10.0.0.1"])}
-    changes = status_changes(served, objs, desired, lambda key, cur: cur in ours)
+    changes = status_changes(served, objs, desired, lambda _obj, cur: cur in ours)
     for ns, name, entries in changes:
         key = f"{ns}/{name}"
         if key in served:
@@ -125,3 +143,34 @@ def test_writes_touch_served_ingresses_and_only_our_addresses_elsewhere(served, 
             assert final == desired
         elif entries not in ours:
             assert key not in written
+
+
+def test_a_new_term_clears_what_an_earlier_term_wrote_after_the_pods_moved(api_client, namespace):
+    # The next leader knows nothing the last one wrote, and the HAProxy pods now have other
+    # IPs; the field manager in managedFields still says whose addresses these are.
+    net = client.NetworkingV1Api(api_client)
+    for name in ("old", "foreign"):
+        net.create_namespaced_ingress(namespace, ingress(name), _request_timeout=T)
+
+    def listed() -> list[dict]:
+        # As the watch caches hold them: managedFields stripped but for ours.
+        items = net.list_namespaced_ingress(namespace, _request_timeout=T).items
+        return [strip_managed_fields(api_client.sanitize_for_serialization(i)) for i in items]
+
+    def writer(addresses: list[str]) -> IngressStatusWriter:
+        return IngressStatusWriter(
+            api_client, listed, lambda: addresses, term_valid=lambda: True, check_term=lambda: None
+        )
+
+    ns = namespace
+    writer(["127.0.0.21"]).apply(SimpleNamespace(served_ingresses=(f"{ns}/old",)))
+    foreign = {"status": {"loadBalancer": {"ingress": [{"ip": "127.0.0.21"}]}}}
+    net.patch_namespaced_ingress_status(
+        "foreign", ns, foreign, field_manager="someone-else", _request_timeout=T
+    )
+    assert _status(net, ns, "old") == [("127.0.0.21", None)]
+    # Next term: the pods moved to .22 and neither Ingress is served any more.
+    assert writer(["127.0.0.22"]).apply(SimpleNamespace(served_ingresses=())) == [f"{ns}/old"]
+    assert _status(net, ns, "old") == []
+    assert _status(net, ns, "foreign") == [("127.0.0.21", None)]  # another manager's
+    assert {FIELD_MANAGER} == KEPT_FIELD_MANAGERS
