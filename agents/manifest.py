@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from contract import content_checksum, sha256_hex
 
 KINDS = ("config", "map", "general", "certificate", "crt-list")
 MODES = ("auto", "reload", "revert_lkg")
@@ -134,21 +135,6 @@ def check_path(path: Any, kind: str | None = None) -> str:
         elif len(parts) < 2 or parts[0] != KIND_DIRS[kind]:
             raise ManifestError("bad_path", f"a {kind} file must live under {KIND_DIRS[kind]}/")
     return path
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def content_checksum(files: dict[str, bytes]) -> str:
-    """`sha256:<hex>` over every file sorted by path, `path NUL content NUL` (the contract)."""
-    h = hashlib.sha256()
-    for path in sorted(files):
-        h.update(path.encode())
-        h.update(b"\0")
-        h.update(files[path])
-        h.update(b"\0")
-    return "sha256:" + h.hexdigest()
 
 
 def _digest(value: Any, what: str) -> str:

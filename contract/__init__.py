@@ -12,6 +12,7 @@ from contract.epoch import InvalidEpoch, format_epoch, parse_epoch
 from contract.names import (
     ADOPTED_COPY_ANNOTATION,
     API_VERSION,
+    CERT_KEY,
     CFG_KIND,
     CFG_PLURAL,
     CHECKPOINT_ROLE,
@@ -39,6 +40,7 @@ from contract.names import (
 __all__ = [
     "ADOPTED_COPY_ANNOTATION",
     "API_VERSION",
+    "CERT_KEY",
     "CFG_KIND",
     "CFG_PLURAL",
     "CHECKPOINT_ROLE",

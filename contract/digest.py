@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Mapping
 
 PREFIX = "sha256:"
 
@@ -21,15 +21,15 @@ def strip_digest_prefix(value: str) -> str:
     return value.removeprefix(PREFIX)
 
 
-def content_checksum(files: Iterable[tuple[str, bytes]]) -> str:
-    """`sha256:<hex>` over every (path, content) sorted by path: `path NUL content NUL` each.
+def content_checksum(files: Mapping[str, bytes]) -> str:
+    """`sha256:<hex>` over every file (path -> content) sorted by path: `path NUL content NUL`.
 
     The identity of a rendered configuration: the controller records it in the deployment
     intent and the checkpoints, the agent recomputes it from what it received."""
     h = hashlib.sha256()
-    for path, content in sorted(files, key=lambda item: item[0]):
+    for path in sorted(files):
         h.update(path.encode())
         h.update(b"\0")
-        h.update(content)
+        h.update(files[path])
         h.update(b"\0")
     return PREFIX + h.hexdigest()

@@ -31,6 +31,9 @@ CHILD_KINDS: dict[str, ChildKind] = {
     "crt-list": ChildKind("HAProxyCRTListFile", "haproxycrtlistfiles", "crtListFiles", "crtl"),
 }
 
+# The key of a certificate in its content-addressed Secret.
+CERT_KEY = "tls.pem"
+
 # Leases: the fencing epoch (leader Lease), the term's claim and the deployment intent
 # (retained-state Lease).
 EPOCH_ANNOTATION = f"{GROUP}/epoch"

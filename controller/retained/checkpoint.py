@@ -12,7 +12,6 @@ the worker receipt compressed.
 from __future__ import annotations
 
 import base64
-import gzip
 import hashlib
 import json
 import posixpath
@@ -20,27 +19,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contract import (
+    API_VERSION,
+    CERT_KEY,
+    CHECKPOINT_ROLE,
+    CHILD_KINDS,
+    ROLE_LABEL,
+    SHARED_ROLE,
+    TEMPLATE_KIND,
+    TEMPLATE_UID_LABEL,
+    file_digest,
+    pack,
+    strip_digest_prefix,
+    unpack,
+)
 from controller.render import RenderedFile, build_plan, checksum, plan_id
 from controller.retained.fleet import FileDigest
 from controller.retained.receipts import PodReceipt
 from controller.retained.selection import CheckpointPointer, CheckpointSnapshot
 
-GROUP = "haproxy-haptic.org"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
-ROLE_LABEL = f"{GROUP}/role"
-TEMPLATE_UID_LABEL = f"{GROUP}/template-uid"
-CHECKPOINT_ROLE = "checkpoint"
-SHARED_ROLE = "shared-child"
 MAIN_CONFIG = "haproxy.cfg"
-
-# File kind -> (child kind, plural, the spec.auxiliaryFiles list, short name for addresses).
-CHILD_KINDS: dict[str, tuple[str, str, str, str]] = {
-    "map": ("HAProxyMapFile", "haproxymapfiles", "mapFiles", "map"),
-    "general": ("HAProxyGeneralFile", "haproxygeneralfiles", "generalFiles", "gen"),
-    "crt-list": ("HAProxyCRTListFile", "haproxycrtlistfiles", "crtListFiles", "crtl"),
-}
-CERT_KEY = "tls.pem"
 
 
 @dataclass(frozen=True)
@@ -52,7 +50,7 @@ class TemplateRef:
     def owner_reference(self) -> dict[str, Any]:
         return {
             "apiVersion": API_VERSION,
-            "kind": "HAProxyTemplateConfig",
+            "kind": TEMPLATE_KIND,
             "name": self.name,
             "uid": self.uid,
             "controller": True,
@@ -76,31 +74,15 @@ class DecodedCheckpoint:
     files: tuple[RenderedFile, ...]  # empty when integrity failed
 
 
-def _hex(value: str) -> str:
-    return value.split(":", 1)[1] if value.startswith("sha256:") else value
-
-
 def checkpoint_name(template: str, content_checksum: str) -> str:
-    return f"{template}-cp-{_hex(content_checksum)[:20]}"
+    return f"{template}-cp-{strip_digest_prefix(content_checksum)[:20]}"
 
 
 def shared_child_name(template: str, kind: str, path: str, content: bytes) -> str:
     """Content address of an auxiliary child: the same path and bytes, the same object."""
     digest = hashlib.sha256(kind.encode() + b"\0" + path.encode() + b"\0" + content).hexdigest()
-    short = CHILD_KINDS[kind][3] if kind in CHILD_KINDS else "crt"
+    short = CHILD_KINDS[kind].short if kind in CHILD_KINDS else "crt"
     return f"{template}-{short}-{digest[:20]}"
-
-
-def _pack(data: bytes) -> str:
-    return base64.b64encode(gzip.compress(data, mtime=0)).decode("ascii")
-
-
-def _unpack(data: str) -> bytes:
-    return gzip.decompress(base64.b64decode(data.encode("ascii"), validate=True))
-
-
-def _file_sha(content: bytes) -> str:
-    return "sha256:" + hashlib.sha256(content).hexdigest()
 
 
 def encode_checkpoint(
@@ -118,7 +100,7 @@ def encode_checkpoint(
     name = checkpoint_name(template.name, content_checksum)
     plan = build_plan(list(files))
     labels_shared = {ROLE_LABEL: SHARED_ROLE, TEMPLATE_UID_LABEL: template.uid}
-    refs: dict[str, list[dict[str, Any]]] = {v[2]: [] for v in CHILD_KINDS.values()}
+    refs: dict[str, list[dict[str, Any]]] = {v.ref_list: [] for v in CHILD_KINDS.values()}
     refs["certificates"] = []
     children: list[dict[str, Any]] = []
     secrets: list[dict[str, Any]] = []
@@ -149,7 +131,7 @@ def encode_checkpoint(
                     "secretName": child_name,
                     "key": CERT_KEY,
                     "path": f.path,
-                    "checksum": _file_sha(f.content),
+                    "checksum": file_digest(f.content),
                 }
             )
             continue
@@ -163,14 +145,14 @@ def encode_checkpoint(
                 "metadata": metadata,
                 "spec": {
                     "path": f.path,
-                    "content": _pack(f.content),
+                    "content": pack(f.content),
                     "compressed": True,
-                    "checksum": _file_sha(f.content),
+                    "checksum": file_digest(f.content),
                 },
             }
         )
         refs[ref_list].append(
-            {"name": child_name, "path": f.path, "checksum": _file_sha(f.content)}
+            {"name": child_name, "path": f.path, "checksum": file_digest(f.content)}
         )
     if main is None:
         raise ValueError("a checkpoint needs haproxy.cfg")
@@ -204,7 +186,7 @@ def encode_checkpoint(
         },
         "spec": {
             "path": MAIN_CONFIG,
-            "content": _pack(main.content),
+            "content": pack(main.content),
             "compressed": True,
             "checksum": content_checksum,
             "planID": plan_id(plan),
@@ -212,7 +194,7 @@ def encode_checkpoint(
             "auxiliaryFiles": refs,
             "retainedPlan": {
                 "encoding": "gzip+base64",
-                "data": _pack(json.dumps(retained, sort_keys=True).encode()),
+                "data": pack(json.dumps(retained, sort_keys=True).encode()),
                 "workerReceipt": worker_receipt,
             },
         },
@@ -351,7 +333,7 @@ def _decode(
         f"{pointer.name} is not the content address of {spec['checksum']}",
     )
     _require(spec.get("path") == MAIN_CONFIG, f"{pointer.name}: main path {spec.get('path')}")
-    main = _unpack(spec["content"]) if spec.get("compressed") else spec["content"].encode()
+    main = unpack(spec["content"]) if spec.get("compressed") else spec["content"].encode()
     files: dict[str, RenderedFile] = {MAIN_CONFIG: RenderedFile(MAIN_CONFIG, "config", main)}
 
     aux = spec.get("auxiliaryFiles") or {}
@@ -382,12 +364,12 @@ def _decode(
                 f"{kind} {name}: checksum differs from the reference",
             )
             content = (
-                _unpack(child_spec["content"])
+                unpack(child_spec["content"])
                 if child_spec.get("compressed")
                 else child_spec["content"].encode()
             )
             _require(
-                _file_sha(content) == ref["checksum"],
+                file_digest(content) == ref["checksum"],
                 f"{kind} {name}: content digest mismatch for {ref['path']}",
             )
             if shared:
@@ -412,7 +394,7 @@ def _decode(
         _require(raw is not None, f"Secret {name} has no key {ref.get('key')}")
         content = base64.b64decode(raw)
         _require(
-            _file_sha(content) == ref["checksum"],
+            file_digest(content) == ref["checksum"],
             f"Secret {name}: certificate digest mismatch for {ref['path']}",
         )
         _require(
@@ -424,7 +406,7 @@ def _decode(
 
     retained_spec = spec.get("retainedPlan") or {}
     _require(retained_spec.get("encoding") == "gzip+base64", "retainedPlan encoding unknown")
-    retained = json.loads(_unpack(retained_spec["data"]))
+    retained = json.loads(unpack(retained_spec["data"]))
     declared = {f["path"]: f for f in retained["files"]}
     _require(
         set(declared) == set(files),

@@ -19,13 +19,23 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from kubernetes.client.exceptions import ApiException
 
-GROUP = "haproxy-haptic.org"
-VERSION = "v1alpha1"
-LEADER_LEASE = "haptic-leader"
-EPOCH_ANNOTATION = "haproxy-haptic.org/epoch"
-CLAIM_ANNOTATION = "haproxy-haptic.org/claim"
-INTENT_ANNOTATION = "haproxy-haptic.org/deployment-intent"
-ROLE_LABEL = "haproxy-haptic.org/role"
+from contract import (
+    CLAIM_ANNOTATION,
+    EPOCH_ANNOTATION,
+    GROUP,
+    INTENT_ANNOTATION,
+    ROLE_LABEL,
+    VERSION,
+)
+from controller.election.timing import DEFAULT_LEASE_NAME as LEADER_LEASE
+
+__all__ = [
+    "CLAIM_ANNOTATION",
+    "EPOCH_ANNOTATION",
+    "INTENT_ANNOTATION",
+    "LEADER_LEASE",
+    "ROLE_LABEL",
+]
 
 
 def var_dir() -> Path:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from contract import CFG_PLURAL, CHECKPOINT_ROLE
+
 from ._ops import ROLE_LABEL, KubeCommand, short, table
 
 
@@ -19,11 +21,11 @@ class Command(KubeCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.setup(options)
-        ordinary = self.custom_get("haproxycfgs", self.template)
+        ordinary = self.custom_get(CFG_PLURAL, self.template)
         status = (ordinary or {}).get("status") or {}
         pointers = list(status.get("retainedConfigs") or [])
         objects = sorted(
-            self.custom_list("haproxycfgs", f"{ROLE_LABEL}=checkpoint"),
+            self.custom_list(CFG_PLURAL, f"{ROLE_LABEL}={CHECKPOINT_ROLE}"),
             key=lambda o: o["metadata"].get("creationTimestamp") or "",
             reverse=True,
         )
