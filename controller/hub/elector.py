@@ -24,7 +24,7 @@ from kubernetes import client
 from controller.election import decisions
 from controller.election.clock import SYSTEM_CLOCK, Clock
 from controller.election.decisions import Action, Observation
-from controller.election.lease_store import KubeLeaseStore, LeaseConflict
+from controller.election.lease_store import KubeLeaseStore, LeaseConflict, LeaseStore
 from controller.election.record import LeaseRecord
 from controller.hub.loop import LoopThread
 
@@ -48,8 +48,9 @@ class HubElector:
         retry_period: float,
         request_timeout: float,
         clock: Clock = SYSTEM_CLOCK,
+        store: LeaseStore | None = None,
     ) -> None:
-        self.store = KubeLeaseStore(api_client, namespace, name)
+        self.store = store or KubeLeaseStore(api_client, namespace, name)
         self.namespace = namespace
         self.name = name
         self.identity = identity
@@ -68,7 +69,7 @@ class HubElector:
 
     @property
     def uid(self) -> str | None:
-        return self.store.uid
+        return getattr(self.store, "uid", None)
 
     def is_leader(self) -> bool:
         # Judged at call time so a renewal blocked on a dead API server cannot extend it.
