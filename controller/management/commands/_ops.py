@@ -25,6 +25,7 @@ from contract import (
     GROUP,
     INTENT_ANNOTATION,
     ROLE_LABEL,
+    TEMPLATE_PLURAL,
     VERSION,
 )
 from controller.election.timing import DEFAULT_LEASE_NAME as LEADER_LEASE
@@ -134,7 +135,7 @@ class KubeCommand(BaseCommand):
             raise CommandError(f"cluster not reachable: {exc}") from exc
 
     def template_config(self) -> dict[str, Any] | None:
-        return self.custom_get("haproxytemplateconfigs", self.template)
+        return self.custom_get(TEMPLATE_PLURAL, self.template)
 
     def agent_token(self, template: dict[str, Any] | None) -> str:
         """The agents' bearer token: HAPTIC_AGENT_TOKEN, else the Secret the template names."""
