@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from contract import content_checksum, sha256_hex
 
 KINDS = ("config", "map", "general", "certificate", "crt-list")
 MODES = ("auto", "reload", "revert_lkg")
@@ -136,21 +137,6 @@ def check_path(path: Any, kind: str | None = None) -> str:
     return path
 
 
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def content_checksum(files: dict[str, bytes]) -> str:
-    """`sha256:<hex>` over every file sorted by path, `path NUL content NUL` (the contract)."""
-    h = hashlib.sha256()
-    for path in sorted(files):
-        h.update(path.encode())
-        h.update(b"\0")
-        h.update(files[path])
-        h.update(b"\0")
-    return "sha256:" + h.hexdigest()
-
-
 def _digest(value: Any, what: str) -> str:
     if not isinstance(value, str):
         raise ManifestError("bad_manifest", f"{what} must be a string")
@@ -259,49 +245,8 @@ def parse_manifest(
         raise ManifestError(
             "too_many_operations", f"{len(raw_ops)} operations, limit {max_operations}"
         )
-    files: list[FileEntry] = []
-    seen: set[str] = set()
-    for item in raw_files:
-        if not isinstance(item, dict):
-            raise ManifestError("bad_manifest", "a file entry must be an object")
-        kind = item.get("kind")
-        if kind not in KINDS:
-            raise ManifestError("bad_manifest", f"kind must be one of {KINDS}")
-        path = check_path(item.get("path"), kind)
-        if path in seen:
-            raise ManifestError("bad_manifest", f"duplicate path {path!r}")
-        seen.add(path)
-        # Directory/file clashes ("maps" as file and "maps/x") would make the tree unwritable.
-        sha = _digest(item.get("sha256"), f"sha256 of {path}")
-        size = _int(item, "size", 0, 2**40)
-        b64 = item.get("content_b64")
-        if not isinstance(b64, str):
-            raise ManifestError("bad_manifest", f"content_b64 of {path} must be a string")
-        try:
-            content = base64.b64decode(b64, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise ManifestError("bad_manifest", f"content_b64 of {path}: {exc}") from None
-        if len(content) != size:
-            raise ManifestError("size_mismatch", f"{path}: {len(content)} bytes, declared {size}")
-        if sha256_hex(content) != sha:
-            raise ManifestError("digest_mismatch", f"{path}: content does not match sha256")
-        files.append(FileEntry(path, kind, sha, len(content), content))
-    prefixes = {"/".join(p.split("/")[:i]) for p in seen for i in range(1, p.count("/") + 1)}
-    if clash := prefixes & seen:
-        raise ManifestError("bad_path", f"path used as file and directory: {sorted(clash)[0]!r}")
-    files.sort(key=lambda f: f.path)
-    if mode != "revert_lkg":
-        if ROOT_CONFIG not in seen:
-            raise ManifestError("bad_manifest", f"the file set must contain {ROOT_CONFIG}")
-        checksum = _str(raw, "checksum")
-        assert checksum is not None
-        actual = content_checksum({f.path: f.content for f in files})
-        if checksum != actual:
-            raise ManifestError("checksum_mismatch", f"declared {checksum}, computed {actual}")
-        structure = _digest(raw.get("structure_digest"), "structure_digest")
-    else:
-        checksum = raw.get("checksum") or ""
-        structure = raw.get("structure_digest") or ""
+    files = _parse_files(raw_files)
+    checksum, structure = _declared_identity(raw, mode, files)
     map_paths = {f.path for f in files if f.kind == "map"}
     ops = tuple(parse_operation(op, map_paths) for op in raw_ops)
     assert plan_id is not None
@@ -312,10 +257,67 @@ def parse_manifest(
         token=token,
         expected_previous_plan_id=expected,
         mode=mode,
-        files=tuple(files),
+        files=files,
         runtime_operations=ops,
         expect_bootstrap=expect_bootstrap,
     )
+
+
+def _parse_files(raw_files: list[Any]) -> tuple[FileEntry, ...]:
+    """Every file entry checked, sorted by path; no path twice, none both file and directory."""
+    files: list[FileEntry] = []
+    seen: set[str] = set()
+    for item in raw_files:
+        entry = _parse_file(item, seen)
+        seen.add(entry.path)
+        files.append(entry)
+    # Directory/file clashes ("maps" as file and "maps/x") would make the tree unwritable.
+    prefixes = {"/".join(p.split("/")[:i]) for p in seen for i in range(1, p.count("/") + 1)}
+    if clash := prefixes & seen:
+        raise ManifestError("bad_path", f"path used as file and directory: {sorted(clash)[0]!r}")
+    files.sort(key=lambda f: f.path)
+    return tuple(files)
+
+
+def _parse_file(item: Any, seen: set[str]) -> FileEntry:
+    """One file entry: kind, path, declared digest and size, and bytes that match both."""
+    if not isinstance(item, dict):
+        raise ManifestError("bad_manifest", "a file entry must be an object")
+    kind = item.get("kind")
+    if kind not in KINDS:
+        raise ManifestError("bad_manifest", f"kind must be one of {KINDS}")
+    path = check_path(item.get("path"), kind)
+    if path in seen:
+        raise ManifestError("bad_manifest", f"duplicate path {path!r}")
+    sha = _digest(item.get("sha256"), f"sha256 of {path}")
+    size = _int(item, "size", 0, 2**40)
+    b64 = item.get("content_b64")
+    if not isinstance(b64, str):
+        raise ManifestError("bad_manifest", f"content_b64 of {path} must be a string")
+    try:
+        content = base64.b64decode(b64, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ManifestError("bad_manifest", f"content_b64 of {path}: {exc}") from None
+    if len(content) != size:
+        raise ManifestError("size_mismatch", f"{path}: {len(content)} bytes, declared {size}")
+    if sha256_hex(content) != sha:
+        raise ManifestError("digest_mismatch", f"{path}: content does not match sha256")
+    return FileEntry(path, kind, sha, len(content), content)
+
+
+def _declared_identity(raw: dict, mode: str, files: tuple[FileEntry, ...]) -> tuple[str, str]:
+    """The declared content checksum and structure digest, checked against the files unless
+    the manifest only asks to revert to the last known good configuration."""
+    if mode == "revert_lkg":
+        return raw.get("checksum") or "", raw.get("structure_digest") or ""
+    if ROOT_CONFIG not in {f.path for f in files}:
+        raise ManifestError("bad_manifest", f"the file set must contain {ROOT_CONFIG}")
+    checksum = _str(raw, "checksum")
+    assert checksum is not None
+    actual = content_checksum({f.path: f.content for f in files})
+    if checksum != actual:
+        raise ManifestError("checksum_mismatch", f"declared {checksum}, computed {actual}")
+    return checksum, _digest(raw.get("structure_digest"), "structure_digest")
 
 
 def file_entry(path: str, kind: str, content: bytes) -> dict[str, Any]:

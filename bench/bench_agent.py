@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.harness import summarize
 from tests.agents.helpers import AgentProcess, Backend, Site, manifest_for
@@ -39,6 +40,25 @@ def run() -> list[dict]:
     return metrics
 
 
+class _Run:
+    """The agent under measurement, the site it serves, and the chain of plans applied."""
+
+    def __init__(self, agent: AgentProcess, site: Site) -> None:
+        self.agent = agent
+        self.site = site
+        self.sequence = 1
+        self.previous: str | None = None
+
+    def apply(self, plan: str, **kwargs: Any) -> tuple[float, Any]:
+        self.sequence += 1
+        manifest = manifest_for(
+            self.site, plan, sequence=self.sequence, previous=self.previous, **kwargs
+        )
+        ms, result = _timed(lambda: self.agent.client.apply(manifest))
+        self.previous = plan
+        return ms, result
+
+
 def measure(
     *,
     fsync: bool,
@@ -54,63 +74,73 @@ def measure(
     try:
         servers = {f"be_{i:04d}": (targets[i % 2].ip, targets[i % 2].port) for i in range(BACKENDS)}
         hosts = {f"h{i:04d}.example": f"be_{i:04d}" for i in range(BACKENDS)}
-        site = Site(agent.frontend_port, servers, hosts)
-        sequence = 1
-        previous = None
-        agent.client.apply(manifest_for(site, "plan-0", sequence=sequence))
-        previous = "plan-0"
+        run = _Run(agent, Site(agent.frontend_port, servers, hosts))
+        agent.client.apply(manifest_for(run.site, "plan-0", sequence=run.sequence))
+        run.previous = "plan-0"
         assert agent.get("h0000.example").text == "one"
-
-        runtime_ms: list[float] = []
-        agent_ms: list[float] = []
-        pid = agent.client.state().worker["pid"]
-        for i in range(runtime_samples):
-            backend = f"be_{i % BACKENDS:04d}"
-            target = targets[(i + 1) % 2]
-            site.servers[backend] = (target.ip, target.port)
-            sequence += 1
-            plan = f"plan-rt-{i}"
-            op = {
-                "op": "set_server",
-                "backend": backend,
-                "server": "s1",
-                "address": target.ip,
-                "port": target.port,
-                "weight": 100,
-                "state": "ready",
-            }
-            manifest = manifest_for(site, plan, sequence=sequence, previous=previous, ops=[op])
-            ms, result = _timed(lambda m=manifest: agent.client.apply(m))
-            assert result.result == "runtime", result.why
-            runtime_ms.append(ms)
-            agent_ms.append(result.state.last_apply["duration_ms"])
-            previous = plan
-        assert agent.client.state().worker["pid"] == pid, "a runtime apply reloaded"
-
-        reload_ms: list[float] = []
-        for i in range(reload_samples):
-            sequence += 1
-            plan = f"plan-rl-{i}"
-            manifest = manifest_for(site, plan, sequence=sequence, previous=previous, mode="reload")
-            before = agent.client.state().worker["pid"]
-            ms, result = _timed(lambda m=manifest: agent.client.apply(m))
-            assert result.result == "reload", result.why
-            assert result.state.worker["pid"] != before
-            reload_ms.append(ms)
-            previous = plan
-
+        runtime_ms, agent_ms = _runtime_applies(run, targets, runtime_samples)
+        reload_ms = _reload_applies(run, reload_samples)
         state_ms: list[float] = []
         for _ in range(state_samples):
             ms, state = _timed(lambda: agent.client.state(verify=True))
             assert state.verification["files_ok"]
             state_ms.append(ms)
-        config_kib = round(len(site.config()) / 1024, 1)
+        config_kib = round(len(run.site.config()) / 1024, 1)
     finally:
         agent.stop()
         for target in targets:
             target.close()
         shutil.rmtree(workdir, ignore_errors=True)
+    return _agent_metrics(runtime_ms, agent_ms, reload_ms, state_ms, config_kib)
 
+
+def _runtime_applies(
+    run: _Run, targets: list[Backend], samples: int
+) -> tuple[list[float], list[float]]:
+    """Move one server per apply: each must be applied at runtime, without a reload."""
+    runtime_ms: list[float] = []
+    agent_ms: list[float] = []
+    pid = run.agent.client.state().worker["pid"]
+    for i in range(samples):
+        backend = f"be_{i % BACKENDS:04d}"
+        target = targets[(i + 1) % 2]
+        run.site.servers[backend] = (target.ip, target.port)
+        op = {
+            "op": "set_server",
+            "backend": backend,
+            "server": "s1",
+            "address": target.ip,
+            "port": target.port,
+            "weight": 100,
+            "state": "ready",
+        }
+        ms, result = run.apply(f"plan-rt-{i}", ops=[op])
+        assert result.result == "runtime", result.why
+        runtime_ms.append(ms)
+        agent_ms.append(result.state.last_apply["duration_ms"])
+    assert run.agent.client.state().worker["pid"] == pid, "a runtime apply reloaded"
+    return runtime_ms, agent_ms
+
+
+def _reload_applies(run: _Run, samples: int) -> list[float]:
+    """Forced reloads: each must end with a new worker (proven uptake)."""
+    reload_ms: list[float] = []
+    for i in range(samples):
+        before = run.agent.client.state().worker["pid"]
+        ms, result = run.apply(f"plan-rl-{i}", mode="reload")
+        assert result.result == "reload", result.why
+        assert result.state.worker["pid"] != before
+        reload_ms.append(ms)
+    return reload_ms
+
+
+def _agent_metrics(
+    runtime_ms: list[float],
+    agent_ms: list[float],
+    reload_ms: list[float],
+    state_ms: list[float],
+    config_kib: float,
+) -> list[dict]:
     runtime = summarize(runtime_ms)
     reload = summarize(reload_ms)
     verify = summarize(state_ms)

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -372,6 +373,24 @@ def _new_ingresses(system: System, probers: list[Prober]) -> list[float]:
     return samples
 
 
+@dataclass
+class _Measured:
+    """What one run observed, before it is turned into metrics."""
+
+    setup_s: float
+    load_before: float
+    load_during: float
+    leader: Any
+    endpoint_ms: list[float]
+    slice_ms: list[float]
+    ingress_ms: list[float]
+    cpu_before: dict[str, float]
+    cpu_after: dict[str, float]
+    reloads_before: dict[str, int]
+    reloads_after: dict[str, int]
+    reloads_final: dict[str, int]
+
+
 def run() -> list[dict[str, Any]]:
     timings = stack.Timings()  # production-like: publish every 10 s, deploy at most every 100 ms
     system = start_system("bench_convergence", haproxy_replicas=HAPROXY_PODS, timings=timings)
@@ -399,20 +418,38 @@ def run() -> list[dict[str, Any]]:
             p.close()
         system.stop()
         shutil.rmtree(system.api.state_dir, ignore_errors=True)  # pod dirs, API state
+    return _convergence_metrics(
+        _Measured(
+            setup_s=setup_s,
+            load_before=load_before,
+            load_during=load_during,
+            leader=leader,
+            endpoint_ms=endpoint_ms,
+            slice_ms=slice_ms,
+            ingress_ms=ingress_ms,
+            cpu_before=cpu_before,
+            cpu_after=cpu_after,
+            reloads_before=reloads_before,
+            reloads_after=reloads_after,
+            reloads_final=reloads_final,
+        )
+    )
 
-    per_pod = {n: reloads_after[n] - reloads_before.get(n, 0) for n in reloads_after}
+
+def _convergence_metrics(m: _Measured) -> list[dict[str, Any]]:
+    per_pod = {n: m.reloads_after[n] - m.reloads_before.get(n, 0) for n in m.reloads_after}
     worst = max(per_pod.values()) if per_pod else 0
-    changes = len(endpoint_ms)
+    changes = len(m.endpoint_ms)
     per_100 = worst * 100 / changes
-    ep = summarize(endpoint_ms)
-    ing = summarize(ingress_ms)
+    ep = summarize(m.endpoint_ms)
+    ing = summarize(m.ingress_ms)
     context = {
         "ingresses": INGRESSES,
         "haproxy_pods": HAPROXY_PODS,
         "controllers": 2,
-        "loadavg_1m_before": round(load_before, 2),
-        "loadavg_1m_after_endpoint_changes": round(load_during, 2),
-        "setup_seconds": round(setup_s, 1),
+        "loadavg_1m_before": round(m.load_before, 2),
+        "loadavg_1m_after_endpoint_changes": round(m.load_during, 2),
+        "setup_seconds": round(m.setup_s, 1),
     }
     return [
         {
@@ -424,7 +461,7 @@ def run() -> list[dict[str, Any]]:
         },
         {
             "metric": "endpointslice_updated_to_served_by_every_pod",
-            **summarize(slice_ms),
+            **summarize(m.slice_ms),
             "target": "reported: haptic's share of the endpoint change (watch, render, "
             "deploy); the rest is the node's EndpointSlice controller",
             "meets_target": True,
@@ -432,10 +469,10 @@ def run() -> list[dict[str, Any]]:
         {
             "metric": "cpu_ms_per_endpoint_change",
             **{
-                part: round((cpu_after[part] - cpu_before.get(part, 0.0)) * 1000 / changes, 1)
-                for part in cpu_after
+                part: round((m.cpu_after[part] - m.cpu_before.get(part, 0.0)) * 1000 / changes, 1)
+                for part in m.cpu_after
             },
-            "leader": leader,
+            "leader": m.leader,
             "target": "reported: where the CPU of an endpoint change goes (the machine is "
             "shared, so contention turns CPU into latency)",
             "meets_target": True,
@@ -443,7 +480,7 @@ def run() -> list[dict[str, Any]]:
         {
             "metric": "reloads_per_100_endpoint_changes",
             "value": round(per_100, 2),
-            "endpoint_changes": len(endpoint_ms),
+            "endpoint_changes": changes,
             "reloads_per_pod": per_pod,
             "target": "0",
             "meets_target": worst == 0,
@@ -453,7 +490,7 @@ def run() -> list[dict[str, Any]]:
             **ing,
             **context,
             "reloads_per_pod": {
-                n: reloads_final[n] - reloads_after.get(n, 0) for n in reloads_final
+                n: m.reloads_final[n] - m.reloads_after.get(n, 0) for n in m.reloads_final
             },
             "target": f"p95 <= {TARGET_INGRESS_P95_MS:g} ms",
             "meets_target": ing["p95_ms"] <= TARGET_INGRESS_P95_MS,

@@ -32,6 +32,7 @@ import kubernetes
 from kubernetes.client.exceptions import ApiException
 
 from bench.harness import summarize
+from contract import GROUP, INTENT_ANNOTATION, TEMPLATE_PLURAL, VERSION
 from haptic_site import stack
 from haptic_site.stack import wait_for
 from tests.e2e.harness import System, start_system
@@ -55,7 +56,7 @@ def _intent_checksum(system: System) -> str | None:
     lease = kubernetes.client.CoordinationV1Api(system.client).read_namespaced_lease(
         "haptic-retained-state", stack.NAMESPACE
     )
-    raw = (lease.metadata.annotations or {}).get("haproxy-haptic.org/deployment-intent")
+    raw = (lease.metadata.annotations or {}).get(INTENT_ANNOTATION)
     return json.loads(raw).get("checksum") if raw else None
 
 
@@ -66,10 +67,10 @@ def _checkpointed(system: System) -> bool:
 
 def _break_rendering(system: System) -> None:
     system.custom().patch_namespaced_custom_object(
-        "haproxy-haptic.org",
-        "v1alpha1",
+        GROUP,
+        VERSION,
         stack.NAMESPACE,
-        "haproxytemplateconfigs",
+        TEMPLATE_PLURAL,
         "haptic",
         {"spec": {"haproxyConfig": {"template": BROKEN}}},
     )
@@ -182,7 +183,63 @@ def recovery_after_election() -> list[dict[str, Any]]:
 # -- 2. API writes per checkpoint publication -------------------------------------------------
 
 
+WRITE_VERBS = ("create", "replace", "replace_status", "delete")
+COUNTED_VERBS = {
+    "get",
+    "list",
+    "create",
+    "replace",
+    "replace_status",
+    "delete",
+    "get_secret",
+    "list_secrets",
+    "create_secret",
+    "replace_secret",
+    "delete_secret",
+}
+
+
+def _counting_objects(objects_class: type) -> type:
+    """A subclass of the publisher's Kubernetes access that counts each request by verb."""
+
+    class CountingObjects(objects_class):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.counts: Counter[str] = Counter()
+
+        def __getattribute__(self, name: str) -> Any:
+            attr = super().__getattribute__(name)
+            if name not in COUNTED_VERBS:
+                return attr
+            counts = super().__getattribute__("counts")
+
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                verb = name.removesuffix("_secret").removesuffix("_secrets")
+                try:
+                    result = attr(*args, **kwargs)
+                except ApiException as exc:
+                    # A refused request (e.g. create of a shared child that exists: 409)
+                    # reaches the API server but stores nothing.
+                    counts[f"{verb} (refused {exc.status})"] += 1
+                    raise
+                if verb == "delete" and result is False:
+                    counts["delete (precondition refused)"] += 1
+                else:
+                    counts[verb] += 1
+                return result
+
+            return counted
+
+    return CountingObjects
+
+
 def writes_per_publication() -> list[dict[str, Any]]:
+    results = _count_publication_requests()
+    return [_publication_metric(case, counters) for case, counters in results.items()]
+
+
+def _count_publication_requests() -> dict[str, list[Counter[str]]]:
+    """Requests of the checkpoint publisher per publication, for four kinds of change."""
     from controller.publish.checkpoints import CheckpointPublisher
     from controller.publish.kube import Objects
     from controller.publish.ordinary import OrdinaryPublisher
@@ -191,49 +248,6 @@ def writes_per_publication() -> list[dict[str, Any]]:
     from controller.retained.receipts import PodReceipt
     from localcluster.testing import ApiServer
     from tests.render import builders as b
-
-    class CountingObjects(Objects):
-        """The publisher's Kubernetes access, counting each request by verb."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.counts: Counter[str] = Counter()
-
-        def __getattribute__(self, name: str) -> Any:
-            attr = super().__getattribute__(name)
-            verbs = {
-                "get",
-                "list",
-                "create",
-                "replace",
-                "replace_status",
-                "delete",
-                "get_secret",
-                "list_secrets",
-                "create_secret",
-                "replace_secret",
-                "delete_secret",
-            }
-            if name in verbs:
-                counts = super().__getattribute__("counts")
-
-                def counted(*args: Any, **kwargs: Any) -> Any:
-                    verb = name.removesuffix("_secret").removesuffix("_secrets")
-                    try:
-                        result = attr(*args, **kwargs)
-                    except ApiException as exc:
-                        # A refused request (e.g. create of a shared child that exists: 409)
-                        # reaches the API server but stores nothing.
-                        counts[f"{verb} (refused {exc.status})"] += 1
-                        raise
-                    if verb == "delete" and result is False:
-                        counts["delete (precondition refused)"] += 1
-                    else:
-                        counts[verb] += 1
-                    return result
-
-                return counted
-            return attr
 
     def output(hosts: int, endpoint: str):
         names = [f"h{i}" for i in range(hosts)]
@@ -256,7 +270,6 @@ def writes_per_publication() -> list[dict[str, Any]]:
         pid = out.plan_id
         return PodReceipt("haproxy-0", "uid-0", "rt", out.checksum, pid, pid, pid, "reload")
 
-    writes = ("create", "replace", "replace_status", "delete")
     results: dict[str, list[Counter[str]]] = {}
     with ApiServer.start() as api:
         client = api.api_client()
@@ -264,14 +277,10 @@ def writes_per_publication() -> list[dict[str, Any]]:
             {"metadata": {"name": stack.NAMESPACE}}
         )
         template_obj = kubernetes.client.CustomObjectsApi(client).create_namespaced_custom_object(
-            "haproxy-haptic.org",
-            "v1alpha1",
-            stack.NAMESPACE,
-            "haproxytemplateconfigs",
-            stack.template_config(stack.Timings()),
+            GROUP, VERSION, stack.NAMESPACE, TEMPLATE_PLURAL, stack.template_config(stack.Timings())
         )
         ref = TemplateRef("haptic", stack.NAMESPACE, template_obj["metadata"]["uid"])
-        objects = CountingObjects(client, stack.NAMESPACE)
+        objects = _counting_objects(Objects)(client, stack.NAMESPACE)
         ordinary = OrdinaryPublisher(Objects(client, stack.NAMESPACE), ref)
         publisher = CheckpointPublisher(objects, ref, "haptic")
 
@@ -291,32 +300,30 @@ def writes_per_publication() -> list[dict[str, Any]]:
             hosts += 1
             current = output(hosts, f"10.0.1.{i + 2}")  # a new host: maps change as well
             publish("new host (haproxy.cfg and maps)", current)
+    return results
 
-    metrics = []
-    for case, counters in results.items():
-        total = Counter()
-        for c in counters:
-            total.update(c)
-        n = len(counters)
-        per = {verb: round(total[verb] / n, 2) for verb in sorted(total)}
-        write_count = max(sum(c[v] for v in writes) for c in counters)
-        mean_writes = round(sum(sum(c[v] for v in writes) for c in counters) / n, 2)
-        # Write requests the API server refused (stored nothing) are counted apart.
-        refused = sum(v for k, v in total.items() if "refused" in k and k.split()[0] in writes)
-        identical = case.startswith("identical")
-        metrics.append(
-            {
-                "metric": f"api_writes_per_checkpoint_publication: {case}",
-                "n": n,
-                "mean_writes": mean_writes,
-                "max_writes": write_count,
-                "mean_refused_write_requests": round(refused / n, 2),
-                "mean_requests_by_verb": per,
-                "target": "0 writes" if identical else "reported",
-                "meets_target": write_count == 0 if identical else True,
-            }
-        )
-    return metrics
+
+def _publication_metric(case: str, counters: list[Counter[str]]) -> dict[str, Any]:
+    total: Counter[str] = Counter()
+    for c in counters:
+        total.update(c)
+    n = len(counters)
+    per = {verb: round(total[verb] / n, 2) for verb in sorted(total)}
+    write_count = max(sum(c[v] for v in WRITE_VERBS) for c in counters)
+    mean_writes = round(sum(sum(c[v] for v in WRITE_VERBS) for c in counters) / n, 2)
+    # Write requests the API server refused (stored nothing) are counted apart.
+    refused = sum(v for k, v in total.items() if "refused" in k and k.split()[0] in WRITE_VERBS)
+    identical = case.startswith("identical")
+    return {
+        "metric": f"api_writes_per_checkpoint_publication: {case}",
+        "n": n,
+        "mean_writes": mean_writes,
+        "max_writes": write_count,
+        "mean_refused_write_requests": round(refused / n, 2),
+        "mean_requests_by_verb": per,
+        "target": "0 writes" if identical else "reported",
+        "meets_target": write_count == 0 if identical else True,
+    }
 
 
 def run() -> list[dict[str, Any]]:

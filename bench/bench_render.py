@@ -83,41 +83,53 @@ def _rss_800(imports: bool) -> dict[str, Any]:
 
 
 def run() -> list[dict[str, Any]]:
-    metrics: list[dict[str, Any]] = []
-    for n, annotated, runs in (
-        (100, False, 30),
-        (800, False, 25),
-        (800, True, 25),
-        (3000, False, 5),
-    ):
-        inp = _inputs(n, annotated)
-        load_before = os.getloadavg()[0]
-        wall, cpu = _time_renders(inp, runs)
-        stats = summarize(wall)
-        out = render(inp)
-        entry: dict[str, Any] = {
-            "metric": f"render_{n}_ingresses" + ("_half_annotated" if annotated else ""),
-            **stats,
-            "cpu_median_ms": summarize(cpu)["median_ms"],
-            "loadavg_1m_before": round(load_before, 2),
-            "servers": sum(len(s) for s in out.plan["backends"].values()),
-            "config_bytes": len(out.config),
-        }
-        if annotated:
-            assert not out.warnings, out.warnings[:3]
-            entry["annotated_ingresses"] = n // 2
-        if n == 800:
-            entry["target"] = f"median <= {TARGET_800_MS:g} ms"
-            entry["meets_target"] = stats["median_ms"] <= TARGET_800_MS
-        else:
-            entry["target"] = "reported (target is set for 800)"
-            entry["meets_target"] = True
-        metrics.append(entry)
+    metrics = [
+        _render_metric(n, annotated, runs)
+        for n, annotated, runs in (
+            (100, False, 30),
+            (800, False, 25),
+            (800, True, 25),
+            (3000, False, 5),
+        )
+    ]
+    old = render(_inputs(800))
+    metrics.append(_diff_metric(old))
+    metrics.append(_gate_metric(old))
+    metrics.append(_frozen_gc_metric())
+    metrics.extend(_rss_metric(imports) for imports in (False, True))
+    return metrics
 
-    # An endpoint change within slot capacity: render again, diff the plans (one endpoint's
-    # address changes, so one set_server operation is expected).
+
+def _render_metric(n: int, annotated: bool, runs: int) -> dict[str, Any]:
+    inp = _inputs(n, annotated)
+    load_before = os.getloadavg()[0]
+    wall, cpu = _time_renders(inp, runs)
+    stats = summarize(wall)
+    out = render(inp)
+    entry: dict[str, Any] = {
+        "metric": f"render_{n}_ingresses" + ("_half_annotated" if annotated else ""),
+        **stats,
+        "cpu_median_ms": summarize(cpu)["median_ms"],
+        "loadavg_1m_before": round(load_before, 2),
+        "servers": sum(len(s) for s in out.plan["backends"].values()),
+        "config_bytes": len(out.config),
+    }
+    if annotated:
+        assert not out.warnings, out.warnings[:3]
+        entry["annotated_ingresses"] = n // 2
+    if n == 800:
+        entry["target"] = f"median <= {TARGET_800_MS:g} ms"
+        entry["meets_target"] = stats["median_ms"] <= TARGET_800_MS
+    else:
+        entry["target"] = "reported (target is set for 800)"
+        entry["meets_target"] = True
+    return entry
+
+
+def _diff_metric(old: Any) -> dict[str, Any]:
+    """An endpoint change within slot capacity: render again, diff the plans (one endpoint's
+    address changes, so one set_server operation is expected)."""
     inp = _inputs(800)
-    old = render(inp)
     slices = copy.deepcopy(list(inp.endpointslices))
     slices[400]["endpoints"][0]["addresses"] = ["10.99.0.1"]
     # As the controller renders: with the previous plan, so endpoints keep their slots.
@@ -128,33 +140,33 @@ def run() -> list[dict[str, Any]]:
         new = render(changed)
         ops = runtime_operations(old.plan, new.plan)
         diff_samples.append((time.perf_counter() - started) * 1000)
-    metrics.append(
-        {
-            "metric": "render_and_diff_800_endpoint_change",
-            **summarize(diff_samples),
-            "runtime_operations": len(ops) if ops is not None else None,
-            "target": "runtime-only: one set_server operation, no reload",
-            "meets_target": ops is not None and len(ops) == 1,
-        }
-    )
+    return {
+        "metric": "render_and_diff_800_endpoint_change",
+        **summarize(diff_samples),
+        "runtime_operations": len(ops) if ops is not None else None,
+        "target": "runtime-only: one set_server operation, no reload",
+        "meets_target": ops is not None and len(ops) == 1,
+    }
 
+
+def _gate_metric(old: Any) -> dict[str, Any]:
     check_samples = []
     accepted = True
     for _ in range(5):
         verdict = check_output(old)
         accepted = accepted and verdict.accepted
         check_samples.append(verdict.duration_s * 1000)
-    metrics.append(
-        {
-            "metric": "render_gate_check_800_ingresses",
-            **summarize(check_samples),
-            "target": "accepted by haproxy -c -dr (off the hot path; reported)",
-            "meets_target": accepted,
-        }
-    )
+    return {
+        "metric": "render_gate_check_800_ingresses",
+        **summarize(check_samples),
+        "target": "accepted by haproxy -c -dr (off the hot path; reported)",
+        "meets_target": accepted,
+    }
 
-    # The same 3,000 after gc.freeze(): at this size the cyclic GC re-scanning the cached
-    # objects is a large part of the cost; a controller can freeze its warm caches.
+
+def _frozen_gc_metric() -> dict[str, Any]:
+    """The same 3,000 after gc.freeze(): at this size the cyclic GC re-scanning the cached
+    objects is a large part of the cost; a controller can freeze its warm caches."""
     inp = _inputs(3000)
     render(inp)
     gc.collect()
@@ -163,29 +175,24 @@ def run() -> list[dict[str, Any]]:
         wall, cpu = _time_renders(inp, 5)
     finally:
         gc.unfreeze()
-    metrics.append(
-        {
-            "metric": "render_3000_ingresses_cache_gc_frozen",
-            **summarize(wall),
-            "cpu_median_ms": summarize(cpu)["median_ms"],
-            "target": "reported (target is set for 800)",
-            "meets_target": True,
-        }
-    )
-    del inp
+    return {
+        "metric": "render_3000_ingresses_cache_gc_frozen",
+        **summarize(wall),
+        "cpu_median_ms": summarize(cpu)["median_ms"],
+        "target": "reported (target is set for 800)",
+        "meets_target": True,
+    }
 
-    for imports in (False, True):
-        rss = _rss_800(imports)
-        metrics.append(
-            {
-                "metric": "rss_800_ingresses_cached_plus_one_render"
-                + ("_with_controller_imports" if imports else ""),
-                "rss_mib": round(rss["after_render"], 1),
-                "peak_rss_mib": round(rss["peak"], 1),
-                "before_cache_mib": round(rss["baseline"], 1),
-                "cache_only_mib": round(rss["cached"], 1),
-                "target": "reported (issue 6 sets no RSS target)",
-                "meets_target": True,
-            }
-        )
-    return metrics
+
+def _rss_metric(imports: bool) -> dict[str, Any]:
+    rss = _rss_800(imports)
+    return {
+        "metric": "rss_800_ingresses_cached_plus_one_render"
+        + ("_with_controller_imports" if imports else ""),
+        "rss_mib": round(rss["after_render"], 1),
+        "peak_rss_mib": round(rss["peak"], 1),
+        "before_cache_mib": round(rss["baseline"], 1),
+        "cache_only_mib": round(rss["cached"], 1),
+        "target": "reported (issue 6 sets no RSS target)",
+        "meets_target": True,
+    }

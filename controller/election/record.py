@@ -5,11 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-EPOCH_ANNOTATION = "haproxy-haptic.org/epoch"
+from contract import EPOCH_ANNOTATION, InvalidEpoch, format_epoch, parse_epoch
 
-
-class InvalidEpoch(ValueError):
-    """The epoch annotation is not a decimal integer; acquiring over it could regress it."""
+__all__ = ["EPOCH_ANNOTATION", "InvalidEpoch", "LeaseRecord", "format_epoch", "parse_epoch"]
 
 
 @dataclass(frozen=True)
@@ -31,17 +29,3 @@ class LeaseRecord:
     @property
     def released(self) -> bool:
         return not self.holder
-
-
-def parse_epoch(value: str | None) -> int:
-    """The epoch stored in the annotation; a Lease without one has seen no fenced term."""
-    if value is None or value == "":
-        return 0
-    text = value.strip()
-    if not text.isdigit():
-        raise InvalidEpoch(f"annotation {EPOCH_ANNOTATION}={value!r} is not a decimal integer")
-    return int(text)
-
-
-def format_epoch(epoch: int) -> str:
-    return str(epoch)

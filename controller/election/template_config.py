@@ -26,6 +26,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from contract import API_VERSION, GROUP, TEMPLATE_KIND, TEMPLATE_PLURAL, VERSION
 from controller.election.events import EventRecorder
 from controller.election.timing import ElectionSettings, settings_from_spec
 from controller.watch.informer import Informer
@@ -34,9 +35,6 @@ from controller.watch.store import DELETED
 
 log = logging.getLogger(__name__)
 
-GROUP = "haproxy-haptic.org"
-VERSION = "v1alpha1"
-PLURAL = "haproxytemplateconfigs"
 
 CONDITION = "LeaderElectionConfigValid"
 INVALID_REASON = "InvalidLeaderElectionConfig"
@@ -143,7 +141,7 @@ def read_template_config(
     api = client.CustomObjectsApi(api_client)
     try:
         obj = api.get_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name, _request_timeout=timeout
+            GROUP, VERSION, namespace, TEMPLATE_PLURAL, name, _request_timeout=timeout
         )
     except ApiException as exc:
         if exc.status == 404:
@@ -171,8 +169,8 @@ class ElectionConfigReporter:
             name,
             identity,
             lambda: self._uid,
-            kind="HAProxyTemplateConfig",
-            api_version=f"{GROUP}/{VERSION}",
+            kind=TEMPLATE_KIND,
+            api_version=API_VERSION,
         )
         self._last: tuple[str | None, tuple[str, str, str]] | None = None
         self._lock = threading.Lock()
@@ -199,8 +197,8 @@ class ElectionConfigReporter:
     ) -> None:
         now = _transition_time(obj, status) or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "HAProxyTemplateConfig",
+            "apiVersion": API_VERSION,
+            "kind": TEMPLATE_KIND,
             "metadata": {"name": self.name, **({"uid": uid} if uid else {})},
             "status": {
                 "conditions": [
@@ -219,7 +217,7 @@ class ElectionConfigReporter:
                 GROUP,
                 VERSION,
                 self.namespace,
-                PLURAL,
+                TEMPLATE_PLURAL,
                 self.name,
                 body,
                 field_manager=FIELD_MANAGER,

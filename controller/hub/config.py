@@ -14,11 +14,13 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 
+from controller.election.timing import DEFAULT_LEASE_NAME
+
 # Shipped default of --ha-self-endpoint. The publisher refuses to advertise it: an unreachable
 # address advertised as the failover target is worse than advertising nothing.
 PLACEHOLDER_ENDPOINT = "https://haptic-hub.invalid:6443/"
 DEFAULT_HUB_LEASE = "haptic-hub"
-DEFAULT_LEADER_LEASE = "haptic-leader"
+DEFAULT_LEADER_LEASE = DEFAULT_LEASE_NAME
 DEFAULT_TEMPLATE = "haptic"
 DEFAULT_NAMESPACE = "haptic"
 # A Kubernetes label value: it becomes haproxy-haptic.org/mirrored-from on every copy.

@@ -17,6 +17,15 @@ from controller.hub.leases import LeaseView
 def is_lease_stale(view: LeaseView | None, now: datetime, padding_seconds: float) -> bool:
     """Stale when renewTime + the Lease's own leaseDurationSeconds + padding has passed.
 
+    The one place haptic compares another machine's renewTime with its own wall clock, and
+    the right one there: the Standby judges the Active's hub Lease across clusters, and its
+    promotion budget (seed 004) runs from the Active's last renewal, the only event both
+    sides can name, not from when this Standby first read the Lease (a Standby restarted
+    after the Active died would otherwise wait a whole extra lease duration). The same anchor
+    ages a Lease that can no longer be read at all. Within one cluster the hub elector uses
+    the monotonic "first seen unchanged" rule of `controller.election.decisions` instead.
+    Clock skew between the clusters is what `padding_seconds` absorbs.
+
     A missing Lease or renewTime is stale, which is right for "should I create it" callers
     and exactly wrong for a Standby that never read the Active: see `is_candidate`.
     """

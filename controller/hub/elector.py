@@ -1,24 +1,31 @@
 """The hub Lease: one per control plane, held by the hub that is Active.
 
-An Active acquires and renews it every retry period; when it cannot renew for the renew
-deadline it stops leading without exiting and keeps trying. A Standby never runs the loop
-before promotion: promotion takes the Lease with `acquire_once` and then starts renewing.
+Built from the election package's parts (docs/design/ leader election): the record and its
+I/O (`lease_store`), the pure decisions (`decisions`: expiry by this replica's monotonic
+clock from when it first saw a record, never by comparing another machine's renewTime with
+our wall clock) and the clocks (`clock`). What the hub adds is its loop: an Active acquires
+and renews every retry period; when it cannot renew for the renew deadline it stops leading
+without exiting and keeps trying. A Standby never runs the loop before promotion: promotion
+takes the Lease with `acquire_once` and then starts renewing.
 
-Expiry is judged from the holder's renewTime plus its leaseDurationSeconds, the same anchor
-seed 004 uses for detection across clusters.
+The Standby on the other cluster judges this Lease differently, by its renewTime across
+clusters: that one wall-clock rule is `controller.hub.detection.is_lease_stale`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from dataclasses import replace
+from datetime import datetime
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
+from controller.election import decisions
+from controller.election.clock import SYSTEM_CLOCK, Clock
+from controller.election.decisions import Action, Observation
+from controller.election.lease_store import KubeLeaseStore, LeaseConflict, LeaseStore
+from controller.election.record import LeaseRecord
 from controller.hub.loop import LoopThread
 
 log = logging.getLogger(__name__)
@@ -26,20 +33,6 @@ log = logging.getLogger(__name__)
 
 class LeaseHeld(Exception):
     """Another identity holds an unexpired hub Lease."""
-
-
-def _micro(when: datetime) -> datetime:
-    # MicroTime needs a fractional part; isoformat() drops a zero one.
-    return when if when.microsecond else when.replace(microsecond=1)
-
-
-def lease_expired(spec: client.V1LeaseSpec, now: datetime) -> bool:
-    renew = spec.renew_time or spec.acquire_time
-    if not spec.holder_identity or renew is None:
-        return True
-    if renew.tzinfo is None:
-        renew = renew.replace(tzinfo=UTC)
-    return now > renew + timedelta(seconds=spec.lease_duration_seconds or 0)
 
 
 class HubElector:
@@ -54,10 +47,10 @@ class HubElector:
         renew_deadline: float,
         retry_period: float,
         request_timeout: float,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        monotonic: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
+        store: LeaseStore | None = None,
     ) -> None:
-        self.api = client.CoordinationV1Api(api_client)
+        self.store = store or KubeLeaseStore(api_client, namespace, name)
         self.namespace = namespace
         self.name = name
         self.identity = identity
@@ -66,68 +59,60 @@ class HubElector:
         self.retry_period = retry_period
         self.request_timeout = request_timeout
         self.clock = clock
-        self.monotonic = monotonic
-        self._leading = False
-        self._last_renew: float | None = None
+        self._observation: Observation | None = None
+        self._epoch: int | None = None  # the epoch of the term we hold on the hub Lease
+        self._valid_until = 0.0  # monotonic: when that term lapses unless renewed
+        self._highest_epoch = 0
         self._loop_thread = LoopThread("hub-elector", self._loop)
         self._lock = threading.Lock()
-        self.uid: str | None = None
         self.last_renew_wall: datetime | None = None
+
+    @property
+    def uid(self) -> str | None:
+        return getattr(self.store, "uid", None)
 
     def is_leader(self) -> bool:
         # Judged at call time so a renewal blocked on a dead API server cannot extend it.
-        last = self._last_renew
-        return self._leading and last is not None and self.monotonic() - last <= self.renew_deadline
+        return self._epoch is not None and self.clock.monotonic() < self._valid_until
 
     def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this identity holds the Lease afterwards."""
         with self._lock:
-            now = self.clock()
-            try:
-                lease = self.api.read_namespaced_lease(
-                    self.name, self.namespace, _request_timeout=self.request_timeout
-                )
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-                body = client.V1Lease(
-                    metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace),
-                    spec=self._spec(now, now, 0),
-                )
-                created = self.api.create_namespaced_lease(
-                    self.namespace, body, _request_timeout=self.request_timeout
-                )
-                self._renewed(created, now)
-                return True
-            spec = lease.spec or client.V1LeaseSpec()
-            if spec.holder_identity == self.identity:
-                acquired = spec.acquire_time or now
-                new_spec = self._spec(acquired, now, spec.lease_transitions or 0)
-            elif lease_expired(spec, now):
-                new_spec = self._spec(now, now, (spec.lease_transitions or 0) + 1)
-            else:
-                return False
-            lease.spec = new_spec
-            updated = self.api.replace_namespaced_lease(
-                self.name, self.namespace, lease, _request_timeout=self.request_timeout
+            self._observe(self.store.get(timeout=self.request_timeout))
+            observation = self._observation
+            assert observation is not None
+            wall = self.clock.wall()
+            decision = decisions.decide(
+                self.identity,
+                self._epoch if self.is_leader() else None,
+                observation,
+                self.clock.monotonic(),
+                wall,
+                self.lease_duration_seconds,
+                epoch_floor=self._highest_epoch,
             )
-            self._renewed(updated, now)
+            if decision.action is Action.WAIT:
+                return False
+            assert decision.record is not None
+            sent_at = self.clock.monotonic()
+            try:
+                if decision.action is Action.CREATE:
+                    written = self.store.create(decision.record, timeout=self.request_timeout)
+                else:
+                    written = self.store.update(decision.record, timeout=self.request_timeout)
+            except LeaseConflict as exc:
+                log.info("hub elector: lost the race to write the hub Lease: %s", exc)
+                return False
+            self._observe(written)
+            self._epoch = written.epoch
+            self._valid_until = decisions.term_valid_until(sent_at, self.renew_deadline)
+            self.last_renew_wall = wall
             return True
 
-    def _spec(self, acquired: datetime, now: datetime, transitions: int) -> client.V1LeaseSpec:
-        return client.V1LeaseSpec(
-            holder_identity=self.identity,
-            lease_duration_seconds=self.lease_duration_seconds,
-            acquire_time=_micro(acquired),
-            renew_time=_micro(now),
-            lease_transitions=transitions,
-        )
-
-    def _renewed(self, lease: client.V1Lease, now: datetime) -> None:
-        self.uid = lease.metadata.uid if lease.metadata else None
-        self._last_renew = self.monotonic()
-        self.last_renew_wall = now
-        self._leading = True
+    def _observe(self, record: LeaseRecord | None) -> None:
+        self._observation = decisions.observe(self._observation, record, self.clock.monotonic())
+        if record is not None:
+            self._highest_epoch = max(self._highest_epoch, record.epoch)
 
     def acquire_once(self) -> None:
         """Promotion's step: take the Lease now or raise."""
@@ -141,10 +126,8 @@ class HubElector:
         except Exception as exc:
             log.info("hub elector: renewal failed: %s", exc)
         # Lose leadership after the renew deadline, never exit: the loop keeps trying.
-        if self._leading and (
-            self._last_renew is None or self.monotonic() - self._last_renew > self.renew_deadline
-        ):
-            self._leading = False
+        if self._epoch is not None and not self.is_leader():
+            self._epoch = None
             log.warning("hub elector: lost the hub Lease (renew deadline passed)")
 
     @property
@@ -157,21 +140,25 @@ class HubElector:
     def _loop(self, stop: threading.Event) -> None:
         while not stop.is_set():
             self.tick()
-            stop.wait(self.retry_period)
+            self.clock.wait(stop, self.retry_period)
 
     def stop(self, release: bool = True, timeout: float = 10.0) -> None:
         """Stop renewing. `release=False` simulates a killed process (the Lease just ages)."""
         self._loop_thread.stop(timeout)
-        was_leading, self._leading = self._leading, False
+        was_leading, self._epoch = self._epoch is not None, None
         if release and was_leading:
             try:
-                lease = self.api.read_namespaced_lease(
-                    self.name, self.namespace, _request_timeout=self.request_timeout
-                )
-                if lease.spec and lease.spec.holder_identity == self.identity:
-                    lease.spec.holder_identity = None
-                    self.api.replace_namespaced_lease(
-                        self.name, self.namespace, lease, _request_timeout=self.request_timeout
-                    )
+                self._release()
             except Exception as exc:
                 log.info("hub elector: release failed: %s", exc)
+
+    def _release(self) -> None:
+        with self._lock:
+            record = self.store.get(timeout=self.request_timeout)
+            if record is None or record.holder != self.identity:
+                return
+            # Only the holder is cleared, unlike `decisions.release_record`: the Standby on
+            # the other cluster judges this Lease by renewTime + leaseDurationSeconds, and a
+            # graceful stop must not shorten what it sees. Here a released record is free at
+            # once anyway (decisions.expires_at).
+            self._observe(self.store.update(replace(record, holder=""), self.request_timeout))

@@ -4,7 +4,8 @@ Agents refuse an apply whose token epoch is below the epoch they last applied. C
 epoch above the last one seen from the Active therefore makes the agents refuse a recovered
 old Active instead of accepting two writers. The claim is written as a floor on the local
 leader Lease's epoch annotation, where the controller's elector reads it when it starts its
-next term; `EpochClaim.claimed` returns it to seed an elector directly.
+next term; `EpochClaim.claimed` returns it to seed an elector directly. An unreadable epoch
+on that Lease stops the claim (`contract.InvalidEpoch`): it is never overwritten as if it were 0.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from controller.hub.leases import EPOCH_ANNOTATION, parse_epoch
+from contract import EPOCH_ANNOTATION, format_epoch, parse_epoch
 
 
 def raised_epoch(current: int, floor: int) -> int:
@@ -65,7 +66,7 @@ class EpochClaim:
                 metadata=client.V1ObjectMeta(
                     name=self.lease_name,
                     namespace=self.namespace,
-                    annotations={EPOCH_ANNOTATION: str(floor)},
+                    annotations={EPOCH_ANNOTATION: format_epoch(floor)},
                 ),
                 spec=client.V1LeaseSpec(),
             )
@@ -75,7 +76,7 @@ class EpochClaim:
         current = parse_epoch(annotations.get(EPOCH_ANNOTATION))
         epoch = raised_epoch(current, floor)
         if epoch != current:
-            annotations[EPOCH_ANNOTATION] = str(epoch)
+            annotations[EPOCH_ANNOTATION] = format_epoch(epoch)
             lease.metadata.annotations = annotations
             self.api.replace_namespaced_lease(
                 self.lease_name, self.namespace, lease, _request_timeout=t

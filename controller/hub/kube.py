@@ -16,8 +16,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-GROUP = "haproxy-haptic.org"
-VERSION = "v1alpha1"
+from contract import API_VERSION, CFG_KIND, CFG_PLURAL, CHILD_KINDS, TEMPLATE_KIND, TEMPLATE_PLURAL
 
 
 @dataclass(frozen=True)
@@ -37,11 +36,12 @@ class Kind:
 
 
 SECRET = Kind("Secret", "/api/v1", "secrets", False)
-TEMPLATE = Kind("HAProxyTemplateConfig", f"/apis/{GROUP}/{VERSION}", "haproxytemplateconfigs", True)
-CFG = Kind("HAProxyCfg", f"/apis/{GROUP}/{VERSION}", "haproxycfgs", True)
-MAP = Kind("HAProxyMapFile", f"/apis/{GROUP}/{VERSION}", "haproxymapfiles", True)
-GENERAL = Kind("HAProxyGeneralFile", f"/apis/{GROUP}/{VERSION}", "haproxygeneralfiles", True)
-CRTLIST = Kind("HAProxyCRTListFile", f"/apis/{GROUP}/{VERSION}", "haproxycrtlistfiles", True)
+_CRD_PATH = f"/apis/{API_VERSION}"
+TEMPLATE = Kind(TEMPLATE_KIND, _CRD_PATH, TEMPLATE_PLURAL, True)
+CFG = Kind(CFG_KIND, _CRD_PATH, CFG_PLURAL, True)
+MAP = Kind(CHILD_KINDS["map"].kind, _CRD_PATH, CHILD_KINDS["map"].plural, True)
+GENERAL = Kind(CHILD_KINDS["general"].kind, _CRD_PATH, CHILD_KINDS["general"].plural, True)
+CRTLIST = Kind(CHILD_KINDS["crt-list"].kind, _CRD_PATH, CHILD_KINDS["crt-list"].plural, True)
 LEASE = Kind("Lease", "/apis/coordination.k8s.io/v1", "leases", False)
 
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-EPOCH_ANNOTATION = "haproxy-haptic.org/epoch"
+from contract import EPOCH_ANNOTATION, parse_epoch
 
 
 @dataclass(frozen=True)
@@ -28,13 +28,6 @@ class LeaseView:
 
 class LeaseNotFound(Exception):
     """The API server answered: no such Lease."""
-
-
-def parse_epoch(text: str | None) -> int:
-    try:
-        return max(0, int(text)) if text not in (None, "") else 0
-    except ValueError:
-        return 0
 
 
 def _aware(when: datetime | None) -> datetime | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from contract import API_VERSION, INTENT_ANNOTATION, MIRRORED_INTENT_ANNOTATION
 from controller.hub import mirror_rules as rules
 from controller.hub.kube import (
     CFG,
@@ -30,8 +31,6 @@ from controller.hub.kube import (
     WatchStream,
 )
 from controller.retained.intent import (
-    INTENT_ANNOTATION,
-    MIRRORED_INTENT_ANNOTATION,
     parse_intent,
 )
 from controller.retained.store import retained_lease_name
@@ -288,7 +287,7 @@ class Mirror:
         local = self._get(self.local, LEASE.item(self.local_namespace, name))
         if local is None:
             owner = {
-                "apiVersion": f"{rules.TEMPLATE_GROUP}/v1alpha1",
+                "apiVersion": API_VERSION,
                 "kind": rules.TEMPLATE,
                 "name": self.template_name,
                 "uid": floor.template_uid,

@@ -21,23 +21,37 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-MIRROR_LABEL = "haproxy-haptic.org/mirrored-from"
-SOURCE_RV_ANNOTATION = "haproxy-haptic.org/mirrored-resource-version"
-SOURCE_UID_ANNOTATION = "haproxy-haptic.org/mirrored-uid"
-ROLE_LABEL = "haproxy-haptic.org/role"
-CHECKPOINT_ROLE = "checkpoint"
-PUBLISHED_ROLE = "published"
-TEMPLATE_UID_LABEL = "haproxy-haptic.org/template-uid"
-TEMPLATE_GROUP = "haproxy-haptic.org"
-# The local uids a copy was re-parented to: a change (a child recreated here) rewrites it.
-LOCAL_REFS_ANNOTATION = "haproxy-haptic.org/mirrored-local-refs"
+from contract import (
+    CFG_KIND,
+    CHECKPOINT_ROLE,
+    CHILD_KINDS,
+    MIRROR_LABEL,
+    PUBLISHED_ROLE,
+    ROLE_LABEL,
+    TEMPLATE_KIND,
+    TEMPLATE_UID_LABEL,
+)
+from contract import MIRRORED_LOCAL_REFS_ANNOTATION as LOCAL_REFS_ANNOTATION
+from contract import MIRRORED_RV_ANNOTATION as SOURCE_RV_ANNOTATION
+from contract import MIRRORED_UID_ANNOTATION as SOURCE_UID_ANNOTATION
+
+__all__ = [
+    "CHECKPOINT_ROLE",
+    "LOCAL_REFS_ANNOTATION",
+    "MIRROR_LABEL",
+    "PUBLISHED_ROLE",
+    "ROLE_LABEL",
+    "SOURCE_RV_ANNOTATION",
+    "SOURCE_UID_ANNOTATION",
+    "TEMPLATE_UID_LABEL",
+]
 
 TEMPLATE, CFG, MAP, GENERAL, CRTLIST, SECRET = (
-    "HAProxyTemplateConfig",
-    "HAProxyCfg",
-    "HAProxyMapFile",
-    "HAProxyGeneralFile",
-    "HAProxyCRTListFile",
+    TEMPLATE_KIND,
+    CFG_KIND,
+    CHILD_KINDS["map"].kind,
+    CHILD_KINDS["general"].kind,
+    CHILD_KINDS["crt-list"].kind,
     "Secret",
 )
 KINDS = (TEMPLATE, CFG, MAP, GENERAL, CRTLIST, SECRET)

@@ -18,12 +18,13 @@ from typing import Any
 
 from kubernetes import client
 
+from contract import GROUP, VERSION
+from contract import TEMPLATE_PLURAL as PLURAL
 from controller.hub.config import PLACEHOLDER_ENDPOINT
 from controller.hub.loop import LoopThread
 
 log = logging.getLogger(__name__)
 
-GROUP, VERSION, PLURAL = "haproxy-haptic.org", "v1alpha1", "haproxytemplateconfigs"
 CONVERGENCE_KEYS = ("endpoint", "caBundle", "activeIdentity")
 
 

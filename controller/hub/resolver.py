@@ -17,8 +17,8 @@ from typing import Any
 
 from kubernetes import client
 
+from contract import GROUP, TEMPLATE_PLURAL, VERSION
 from controller.hub.clients import cluster_client, server_url
-from controller.hub.publisher import GROUP, PLURAL, VERSION
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def observe(
     url = server_url(api_client)
     try:
         obj = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, template_name, _request_timeout=timeout
+            GROUP, VERSION, namespace, TEMPLATE_PLURAL, template_name, _request_timeout=timeout
         )
     except Exception as exc:
         return EndpointObservation(url, identity, reachable=False, error=str(exc)[:200])

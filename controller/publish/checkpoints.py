@@ -16,14 +16,17 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from controller.publish.kube import Objects
-from controller.render import RenderedFile
-from controller.retained.checkpoint import (
+from contract import (
+    CFG_PLURAL,
     CHECKPOINT_ROLE,
     CHILD_KINDS,
     ROLE_LABEL,
     SHARED_ROLE,
     TEMPLATE_UID_LABEL,
+)
+from controller.publish.kube import Objects
+from controller.render import RenderedFile
+from controller.retained.checkpoint import (
     TemplateRef,
     decode_checkpoint,
     encode_checkpoint,
@@ -44,8 +47,7 @@ from controller.retained.selection import CheckpointPointer
 
 log = logging.getLogger(__name__)
 
-CFG_PLURAL = "haproxycfgs"
-KIND_PLURALS = {kind: plural for kind, plural, _, _ in CHILD_KINDS.values()}
+KIND_PLURALS = {child.kind: child.plural for child in CHILD_KINDS.values()}
 
 
 class PublicationFailed(Exception):

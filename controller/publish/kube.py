@@ -7,7 +7,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from controller.retained.checkpoint import GROUP, VERSION
+from contract import GROUP, VERSION
 
 
 class Objects:

@@ -9,27 +9,29 @@ publication is no durable receipt and checkpoints are kept apart (ADR-0033).
 from __future__ import annotations
 
 import base64
-import gzip
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from controller.publish.kube import Objects
-from controller.render import RenderedFile, RenderOutput, build_plan, checksum, plan_id
-from controller.retained.checkpoint import (
+from contract import (
     API_VERSION,
+    CERT_KEY,
+    CFG_KIND,
+    CFG_PLURAL,
     CHILD_KINDS,
+    PUBLISHED_ROLE,
     ROLE_LABEL,
     TEMPLATE_UID_LABEL,
-    TemplateRef,
+    pack,
+    unpack,
 )
+from controller.publish.kube import Objects
+from controller.render import RenderedFile, RenderOutput, build_plan, checksum, plan_id
+from controller.retained.checkpoint import MAIN_CONFIG, TemplateRef
 
-CFG_PLURAL = "haproxycfgs"
-PUBLISHED_ROLE = "published"
 COMPRESS_ABOVE = 256 * 1024
-CERT_KEY = "tls.pem"
 
 
 def _slug(path: str) -> str:
@@ -38,13 +40,13 @@ def _slug(path: str) -> str:
 
 def _decode(spec: Mapping[str, Any]) -> bytes:
     if spec.get("compressed"):
-        return gzip.decompress(base64.b64decode(spec["content"]))
+        return unpack(spec["content"])
     return str(spec["content"]).encode()
 
 
 def _content(data: bytes) -> tuple[str, bool]:
     if len(data) > COMPRESS_ABOVE:
-        return base64.b64encode(gzip.compress(data, mtime=0)).decode("ascii"), True
+        return pack(data), True
     return data.decode("utf-8", errors="replace"), False
 
 
@@ -62,15 +64,15 @@ class OrdinaryPublisher:
         cfg = self._ensure_cfg(output)
         owner = {
             "apiVersion": API_VERSION,
-            "kind": "HAProxyCfg",
+            "kind": CFG_KIND,
             "name": self.name,
             "uid": cfg["metadata"]["uid"],
             "controller": True,
         }
-        wanted: dict[str, set[str]] = {p: set() for _, p, _, _ in CHILD_KINDS.values()}
+        wanted: dict[str, set[str]] = {child.plural: set() for child in CHILD_KINDS.values()}
         wanted_secrets: set[str] = set()
         for f in output.files:
-            if f.path == "haproxy.cfg":
+            if f.path == MAIN_CONFIG:
                 continue
             name = f"{self.name}-pub-{_slug(f.path)}"
             if f.kind == "certificate":
@@ -112,10 +114,12 @@ class OrdinaryPublisher:
 
     def _ensure_cfg(self, output: RenderOutput) -> dict[str, Any]:
         content, compressed = _content(output.config)
-        refs: dict[str, list[dict[str, str]]] = {v[2]: [] for v in CHILD_KINDS.values()}
+        refs: dict[str, list[dict[str, str]]] = {
+            child.ref_list: [] for child in CHILD_KINDS.values()
+        }
         refs["certificates"] = []
         for f in output.files:
-            if f.path == "haproxy.cfg":
+            if f.path == MAIN_CONFIG:
                 continue
             name = f"{self.name}-pub-{_slug(f.path)}"
             if f.kind == "certificate":
@@ -128,11 +132,11 @@ class OrdinaryPublisher:
                     }
                 )
             else:
-                refs[CHILD_KINDS[f.kind][2]].append(
+                refs[CHILD_KINDS[f.kind].ref_list].append(
                     {"name": name, "path": f.path, "checksum": "sha256:" + f.sha256}
                 )
         spec = {
-            "path": "haproxy.cfg",
+            "path": MAIN_CONFIG,
             "content": content,
             "compressed": compressed,
             "checksum": output.checksum,
@@ -142,7 +146,7 @@ class OrdinaryPublisher:
         }
         body = {
             "apiVersion": API_VERSION,
-            "kind": "HAProxyCfg",
+            "kind": CFG_KIND,
             "metadata": {
                 "name": self.name,
                 "labels": self._labels(),
@@ -203,7 +207,7 @@ class OrdinaryPublisher:
             return None
         spec = cfg.get("spec") or {}
         try:
-            files = [RenderedFile("haproxy.cfg", "config", _decode(spec))]
+            files = [RenderedFile(MAIN_CONFIG, "config", _decode(spec))]
             aux = spec.get("auxiliaryFiles") or {}
             for file_kind, (_, plural, ref_list, _) in CHILD_KINDS.items():
                 for ref in aux.get(ref_list) or ():

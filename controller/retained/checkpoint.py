@@ -12,7 +12,6 @@ the worker receipt compressed.
 from __future__ import annotations
 
 import base64
-import gzip
 import hashlib
 import json
 import posixpath
@@ -20,27 +19,27 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contract import (
+    API_VERSION,
+    CERT_KEY,
+    CFG_KIND,
+    CHECKPOINT_ROLE,
+    CHILD_KINDS,
+    ROLE_LABEL,
+    SHARED_ROLE,
+    TEMPLATE_KIND,
+    TEMPLATE_UID_LABEL,
+    file_digest,
+    pack,
+    strip_digest_prefix,
+    unpack,
+)
 from controller.render import RenderedFile, build_plan, checksum, plan_id
 from controller.retained.fleet import FileDigest
 from controller.retained.receipts import PodReceipt
 from controller.retained.selection import CheckpointPointer, CheckpointSnapshot
 
-GROUP = "haproxy-haptic.org"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
-ROLE_LABEL = f"{GROUP}/role"
-TEMPLATE_UID_LABEL = f"{GROUP}/template-uid"
-CHECKPOINT_ROLE = "checkpoint"
-SHARED_ROLE = "shared-child"
 MAIN_CONFIG = "haproxy.cfg"
-
-# File kind -> (child kind, plural, the spec.auxiliaryFiles list, short name for addresses).
-CHILD_KINDS: dict[str, tuple[str, str, str, str]] = {
-    "map": ("HAProxyMapFile", "haproxymapfiles", "mapFiles", "map"),
-    "general": ("HAProxyGeneralFile", "haproxygeneralfiles", "generalFiles", "gen"),
-    "crt-list": ("HAProxyCRTListFile", "haproxycrtlistfiles", "crtListFiles", "crtl"),
-}
-CERT_KEY = "tls.pem"
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,7 @@ class TemplateRef:
     def owner_reference(self) -> dict[str, Any]:
         return {
             "apiVersion": API_VERSION,
-            "kind": "HAProxyTemplateConfig",
+            "kind": TEMPLATE_KIND,
             "name": self.name,
             "uid": self.uid,
             "controller": True,
@@ -76,31 +75,15 @@ class DecodedCheckpoint:
     files: tuple[RenderedFile, ...]  # empty when integrity failed
 
 
-def _hex(value: str) -> str:
-    return value.split(":", 1)[1] if value.startswith("sha256:") else value
-
-
 def checkpoint_name(template: str, content_checksum: str) -> str:
-    return f"{template}-cp-{_hex(content_checksum)[:20]}"
+    return f"{template}-cp-{strip_digest_prefix(content_checksum)[:20]}"
 
 
 def shared_child_name(template: str, kind: str, path: str, content: bytes) -> str:
     """Content address of an auxiliary child: the same path and bytes, the same object."""
     digest = hashlib.sha256(kind.encode() + b"\0" + path.encode() + b"\0" + content).hexdigest()
-    short = CHILD_KINDS[kind][3] if kind in CHILD_KINDS else "crt"
+    short = CHILD_KINDS[kind].short if kind in CHILD_KINDS else "crt"
     return f"{template}-{short}-{digest[:20]}"
-
-
-def _pack(data: bytes) -> str:
-    return base64.b64encode(gzip.compress(data, mtime=0)).decode("ascii")
-
-
-def _unpack(data: str) -> bytes:
-    return gzip.decompress(base64.b64decode(data.encode("ascii"), validate=True))
-
-
-def _file_sha(content: bytes) -> str:
-    return "sha256:" + hashlib.sha256(content).hexdigest()
 
 
 def encode_checkpoint(
@@ -115,74 +98,100 @@ def encode_checkpoint(
     into the HAProxyCfg's references with `with_child_uids` before writing it.
     """
     content_checksum = checksum(files)
-    name = checkpoint_name(template.name, content_checksum)
-    plan = build_plan(list(files))
-    labels_shared = {ROLE_LABEL: SHARED_ROLE, TEMPLATE_UID_LABEL: template.uid}
-    refs: dict[str, list[dict[str, Any]]] = {v[2]: [] for v in CHILD_KINDS.values()}
+    planned = plan_id(build_plan(list(files)))
+    ordered = sorted(files, key=lambda f: f.path)
+    refs: dict[str, list[dict[str, Any]]] = {v.ref_list: [] for v in CHILD_KINDS.values()}
     refs["certificates"] = []
     children: list[dict[str, Any]] = []
     secrets: list[dict[str, Any]] = []
     main: RenderedFile | None = None
-    for f in sorted(files, key=lambda f: f.path):
+    for f in ordered:
         if f.path == MAIN_CONFIG:
             main = f
             continue
         child_name = shared_child_name(template.name, f.kind, f.path, f.content)
-        metadata = {
-            "name": child_name,
-            "namespace": template.namespace,
-            "labels": dict(labels_shared),
-            "ownerReferences": [template.owner_reference()],
-        }
+        metadata = _shared_metadata(template, child_name)
         if f.kind == "certificate":
-            secrets.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "metadata": metadata,
-                    "type": "Opaque",
-                    "data": {CERT_KEY: base64.b64encode(f.content).decode("ascii")},
-                }
-            )
+            secrets.append(_certificate_secret(metadata, f.content))
             refs["certificates"].append(
                 {
                     "secretName": child_name,
                     "key": CERT_KEY,
                     "path": f.path,
-                    "checksum": _file_sha(f.content),
+                    "checksum": file_digest(f.content),
                 }
             )
             continue
         if f.kind not in CHILD_KINDS:
             raise ValueError(f"unknown file kind {f.kind!r} for {f.path}")
-        kind, _, ref_list, _ = CHILD_KINDS[f.kind]
-        children.append(
-            {
-                "apiVersion": API_VERSION,
-                "kind": kind,
-                "metadata": metadata,
-                "spec": {
-                    "path": f.path,
-                    "content": _pack(f.content),
-                    "compressed": True,
-                    "checksum": _file_sha(f.content),
-                },
-            }
-        )
-        refs[ref_list].append(
-            {"name": child_name, "path": f.path, "checksum": _file_sha(f.content)}
+        children.append(_child_object(CHILD_KINDS[f.kind].kind, metadata, f))
+        refs[CHILD_KINDS[f.kind].ref_list].append(
+            {"name": child_name, "path": f.path, "checksum": file_digest(f.content)}
         )
     if main is None:
         raise ValueError("a checkpoint needs haproxy.cfg")
     retained = {
-        "planID": plan_id(plan),
+        "planID": planned,
         "checksum": content_checksum,
         "files": [
-            {"path": f.path, "kind": f.kind, "sha256": f.sha256, "size": f.size}
-            for f in sorted(files, key=lambda f: f.path)
+            {"path": f.path, "kind": f.kind, "sha256": f.sha256, "size": f.size} for f in ordered
         ],
     }
-    worker_receipt = {
+    name = checkpoint_name(template.name, content_checksum)
+    spec = {
+        "path": MAIN_CONFIG,
+        "content": pack(main.content),
+        "compressed": True,
+        "checksum": content_checksum,
+        "planID": planned,
+        "templateUID": template.uid,
+        "auxiliaryFiles": refs,
+        "retainedPlan": {
+            "encoding": "gzip+base64",
+            "data": pack(json.dumps(retained, sort_keys=True).encode()),
+            "workerReceipt": _worker_receipt(receipt, acknowledged_at),
+        },
+    }
+    return CheckpointObjects(
+        name, tuple(children), tuple(secrets), _checkpoint_config(template, name, spec)
+    )
+
+
+def _shared_metadata(template: TemplateRef, name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": template.namespace,
+        "labels": {ROLE_LABEL: SHARED_ROLE, TEMPLATE_UID_LABEL: template.uid},
+        "ownerReferences": [template.owner_reference()],
+    }
+
+
+def _certificate_secret(metadata: dict[str, Any], content: bytes) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "type": "Opaque",
+        "data": {CERT_KEY: base64.b64encode(content).decode("ascii")},
+    }
+
+
+def _child_object(kind: str, metadata: dict[str, Any], f: RenderedFile) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": kind,
+        "metadata": metadata,
+        "spec": {
+            "path": f.path,
+            "content": pack(f.content),
+            "compressed": True,
+            "checksum": file_digest(f.content),
+        },
+    }
+
+
+def _worker_receipt(receipt: PodReceipt, acknowledged_at: str) -> dict[str, Any]:
+    return {
         "podName": receipt.pod_name,
         "podUID": receipt.pod_uid,
         "runtimeID": receipt.runtime_id,
@@ -193,31 +202,20 @@ def encode_checkpoint(
         "mode": receipt.mode,
         "acknowledgedAt": acknowledged_at,
     }
-    config = {
+
+
+def _checkpoint_config(template: TemplateRef, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
         "apiVersion": API_VERSION,
-        "kind": "HAProxyCfg",
+        "kind": CFG_KIND,
         "metadata": {
             "name": name,
             "namespace": template.namespace,
             "labels": {ROLE_LABEL: CHECKPOINT_ROLE, TEMPLATE_UID_LABEL: template.uid},
             "ownerReferences": [template.owner_reference()],
         },
-        "spec": {
-            "path": MAIN_CONFIG,
-            "content": _pack(main.content),
-            "compressed": True,
-            "checksum": content_checksum,
-            "planID": plan_id(plan),
-            "templateUID": template.uid,
-            "auxiliaryFiles": refs,
-            "retainedPlan": {
-                "encoding": "gzip+base64",
-                "data": _pack(json.dumps(retained, sort_keys=True).encode()),
-                "workerReceipt": worker_receipt,
-            },
-        },
+        "spec": spec,
     }
-    return CheckpointObjects(name, tuple(children), tuple(secrets), config)
 
 
 def with_child_uids(config: dict[str, Any], uids: Mapping[str, str]) -> dict[str, Any]:
@@ -330,11 +328,46 @@ def _decode(
     children: Mapping[tuple[str, str], Mapping[str, Any]],
     secrets: Mapping[str, Mapping[str, Any]],
 ) -> DecodedCheckpoint:
-    meta = _check_object(config, "HAProxyCfg", pointer.name, pointer.uid, template.namespace)
+    spec = _checked_config(template, pointer, config)
+    main = _spec_content(spec)
+    files: dict[str, RenderedFile] = {MAIN_CONFIG: RenderedFile(MAIN_CONFIG, "config", main)}
+    aux = spec.get("auxiliaryFiles") or {}
+    for file_kind, child_kind in CHILD_KINDS.items():
+        for ref in aux.get(child_kind.ref_list) or ():
+            _add_file(
+                files, _child_file(template, pointer, file_kind, child_kind.kind, ref, children)
+            )
+    for ref in aux.get("certificates") or ():
+        _add_file(files, _certificate_file(template, ref, secrets))
+    retained_spec = spec.get("retainedPlan") or {}
+    ordered, computed_plan_id = _checked_against_retained_plan(spec, retained_spec, files)
+    receipt = PodReceipt.from_status(retained_spec.get("workerReceipt") or {})
+    _require(receipt is not None, "checkpoint has no complete worker receipt")
+    assert receipt is not None
+    _require(
+        receipt.checksum == spec["checksum"] and receipt.applied_plan_id == computed_plan_id,
+        "worker receipt names another output",
+    )
+    snapshot = CheckpointSnapshot(
+        name=pointer.name,
+        uid=pointer.uid,
+        checksum=spec["checksum"],
+        plan_id=computed_plan_id,
+        files={f.path: FileDigest(f.sha256, f.size) for f in ordered},
+        receipt=receipt,
+    )
+    return DecodedCheckpoint(snapshot, ordered)
+
+
+def _checked_config(
+    template: TemplateRef, pointer: CheckpointPointer, config: Mapping[str, Any] | None
+) -> Mapping[str, Any]:
+    """The HAProxyCfg's spec, once the object is the checkpoint the pointer names."""
+    meta = _check_object(config, CFG_KIND, pointer.name, pointer.uid, template.namespace)
     assert config is not None
     spec = config["spec"]
     _require(
-        _owned_by(config, template.uid, "HAProxyTemplateConfig"),
+        _owned_by(config, template.uid, TEMPLATE_KIND),
         f"checkpoint {pointer.name} is not owned by template {template.uid}",
     )
     _require(
@@ -351,80 +384,98 @@ def _decode(
         f"{pointer.name} is not the content address of {spec['checksum']}",
     )
     _require(spec.get("path") == MAIN_CONFIG, f"{pointer.name}: main path {spec.get('path')}")
-    main = _unpack(spec["content"]) if spec.get("compressed") else spec["content"].encode()
-    files: dict[str, RenderedFile] = {MAIN_CONFIG: RenderedFile(MAIN_CONFIG, "config", main)}
+    return spec
 
-    aux = spec.get("auxiliaryFiles") or {}
-    for file_kind, (kind, _, ref_list, _) in CHILD_KINDS.items():
-        for ref in aux.get(ref_list) or ():
-            name = ref["name"]
-            child = children.get((kind, name))
-            child_meta = _check_object(child, kind, name, ref.get("uid"), template.namespace)
-            assert child is not None
-            _require(ref.get("uid") is not None, f"{kind} {name}: reference has no uid")
-            if _owned_by(child, template.uid, "HAProxyTemplateConfig"):
-                _require(
-                    (child_meta.get("labels") or {}).get(ROLE_LABEL) == SHARED_ROLE,
-                    f"{kind} {name} is owned by the template but not shared",
-                )
-                shared = True
-            else:
-                # Published before sharing: owned by its checkpoint, named after it.
-                _require(
-                    _owned_by(child, pointer.uid, "HAProxyCfg") and name.startswith(pointer.name),
-                    f"{kind} {name} is owned by neither the template nor the checkpoint",
-                )
-                shared = False
-            child_spec = child["spec"]
-            _require(child_spec.get("path") == ref["path"], f"{kind} {name}: path differs")
-            _require(
-                child_spec.get("checksum") == ref["checksum"],
-                f"{kind} {name}: checksum differs from the reference",
-            )
-            content = (
-                _unpack(child_spec["content"])
-                if child_spec.get("compressed")
-                else child_spec["content"].encode()
-            )
-            _require(
-                _file_sha(content) == ref["checksum"],
-                f"{kind} {name}: content digest mismatch for {ref['path']}",
-            )
-            if shared:
-                _require(
-                    name == shared_child_name(template.name, file_kind, ref["path"], content),
-                    f"{kind} {name} is not the content address of its bytes",
-                )
-            _require(ref["path"] not in files, f"{ref['path']} appears twice")
-            files[ref["path"]] = RenderedFile(ref["path"], file_kind, content)
 
-    for ref in aux.get("certificates") or ():
-        name = ref["secretName"]
-        secret = secrets.get(name)
-        _check_object(secret, "Secret", name, ref.get("uid"), template.namespace)
-        assert secret is not None
-        _require(ref.get("uid") is not None, f"Secret {name}: reference has no uid")
-        _require(
-            _owned_by(secret, template.uid, "HAProxyTemplateConfig"),
-            f"Secret {name} is not owned by the template",
-        )
-        raw = (secret.get("data") or {}).get(ref.get("key") or CERT_KEY)
-        _require(raw is not None, f"Secret {name} has no key {ref.get('key')}")
-        content = base64.b64decode(raw)
-        _require(
-            _file_sha(content) == ref["checksum"],
-            f"Secret {name}: certificate digest mismatch for {ref['path']}",
-        )
-        _require(
-            name == shared_child_name(template.name, "certificate", ref["path"], content),
-            f"Secret {name} is not the content address of its bytes",
-        )
-        _require(ref["path"] not in files, f"{ref['path']} appears twice")
-        files[ref["path"]] = RenderedFile(ref["path"], "certificate", content)
+def _spec_content(spec: Mapping[str, Any]) -> bytes:
+    return unpack(spec["content"]) if spec.get("compressed") else spec["content"].encode()
 
-    retained_spec = spec.get("retainedPlan") or {}
+
+def _add_file(files: dict[str, RenderedFile], f: RenderedFile) -> None:
+    _require(f.path not in files, f"{f.path} appears twice")
+    files[f.path] = f
+
+
+def _child_file(
+    template: TemplateRef,
+    pointer: CheckpointPointer,
+    file_kind: str,
+    kind: str,
+    ref: Mapping[str, Any],
+    children: Mapping[tuple[str, str], Mapping[str, Any]],
+) -> RenderedFile:
+    """One auxiliary file from its child object, checked against the checkpoint's reference."""
+    name = ref["name"]
+    child = children.get((kind, name))
+    child_meta = _check_object(child, kind, name, ref.get("uid"), template.namespace)
+    assert child is not None
+    _require(ref.get("uid") is not None, f"{kind} {name}: reference has no uid")
+    if _owned_by(child, template.uid, TEMPLATE_KIND):
+        _require(
+            (child_meta.get("labels") or {}).get(ROLE_LABEL) == SHARED_ROLE,
+            f"{kind} {name} is owned by the template but not shared",
+        )
+        shared = True
+    else:
+        # Published before sharing: owned by its checkpoint, named after it.
+        _require(
+            _owned_by(child, pointer.uid, CFG_KIND) and name.startswith(pointer.name),
+            f"{kind} {name} is owned by neither the template nor the checkpoint",
+        )
+        shared = False
+    child_spec = child["spec"]
+    _require(child_spec.get("path") == ref["path"], f"{kind} {name}: path differs")
+    _require(
+        child_spec.get("checksum") == ref["checksum"],
+        f"{kind} {name}: checksum differs from the reference",
+    )
+    content = _spec_content(child_spec)
+    _require(
+        file_digest(content) == ref["checksum"],
+        f"{kind} {name}: content digest mismatch for {ref['path']}",
+    )
+    if shared:
+        _require(
+            name == shared_child_name(template.name, file_kind, ref["path"], content),
+            f"{kind} {name} is not the content address of its bytes",
+        )
+    return RenderedFile(ref["path"], file_kind, content)
+
+
+def _certificate_file(
+    template: TemplateRef, ref: Mapping[str, Any], secrets: Mapping[str, Mapping[str, Any]]
+) -> RenderedFile:
+    """One certificate from its content-addressed Secret, checked against the reference."""
+    name = ref["secretName"]
+    secret = secrets.get(name)
+    _check_object(secret, "Secret", name, ref.get("uid"), template.namespace)
+    assert secret is not None
+    _require(ref.get("uid") is not None, f"Secret {name}: reference has no uid")
+    _require(
+        _owned_by(secret, template.uid, TEMPLATE_KIND),
+        f"Secret {name} is not owned by the template",
+    )
+    raw = (secret.get("data") or {}).get(ref.get("key") or CERT_KEY)
+    _require(raw is not None, f"Secret {name} has no key {ref.get('key')}")
+    content = base64.b64decode(raw)
+    _require(
+        file_digest(content) == ref["checksum"],
+        f"Secret {name}: certificate digest mismatch for {ref['path']}",
+    )
+    _require(
+        name == shared_child_name(template.name, "certificate", ref["path"], content),
+        f"Secret {name} is not the content address of its bytes",
+    )
+    return RenderedFile(ref["path"], "certificate", content)
+
+
+def _checked_against_retained_plan(
+    spec: Mapping[str, Any], retained_spec: Mapping[str, Any], files: dict[str, RenderedFile]
+) -> tuple[tuple[RenderedFile, ...], str]:
+    """The files in path order and their plan id, once they are exactly the retained plan's
+    file list and the checkpoint's checksum and plan identity."""
     _require(retained_spec.get("encoding") == "gzip+base64", "retainedPlan encoding unknown")
-    retained = json.loads(_unpack(retained_spec["data"]))
+    retained = json.loads(unpack(retained_spec["data"]))
     declared = {f["path"]: f for f in retained["files"]}
     _require(
         set(declared) == set(files),
@@ -444,19 +495,4 @@ def _decode(
     _require(
         computed_plan_id == spec.get("planID") == retained.get("planID"), "plan identity mismatch"
     )
-    receipt = PodReceipt.from_status(retained_spec.get("workerReceipt") or {})
-    _require(receipt is not None, "checkpoint has no complete worker receipt")
-    assert receipt is not None
-    _require(
-        receipt.checksum == spec["checksum"] and receipt.applied_plan_id == computed_plan_id,
-        "worker receipt names another output",
-    )
-    snapshot = CheckpointSnapshot(
-        name=pointer.name,
-        uid=pointer.uid,
-        checksum=spec["checksum"],
-        plan_id=computed_plan_id,
-        files={f.path: FileDigest(f.sha256, f.size) for f in ordered},
-        receipt=receipt,
-    )
-    return DecodedCheckpoint(snapshot, ordered)
+    return ordered, computed_plan_id

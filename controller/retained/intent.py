@@ -17,15 +17,23 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-CLAIM_ANNOTATION = "haproxy-haptic.org/claim"
-INTENT_ANNOTATION = "haproxy-haptic.org/deployment-intent"
-EPOCH_ANNOTATION = "haproxy-haptic.org/epoch"
-# On the retained-state Lease: the digest of the earlier release's copy a claim adopted, so
-# a copy whose removal failed is removed by a later claim but never adopted again.
-ADOPTED_COPY_ANNOTATION = "haproxy-haptic.org/adopted-legacy-copy"
-# On a Standby's retained-state Lease: the Active's last intent, carried by the hub's mirror
-# (controller/hub/mirror.py), re-parented to the local template. A claim adopts it as a floor.
-MIRRORED_INTENT_ANNOTATION = "haproxy-haptic.org/mirrored-intent"
+from contract import (
+    ADOPTED_COPY_ANNOTATION,
+    CLAIM_ANNOTATION,
+    EPOCH_ANNOTATION,
+    INTENT_ANNOTATION,
+    MIRRORED_INTENT_ANNOTATION,
+    InvalidEpoch,
+    parse_epoch,
+)
+
+__all__ = [
+    "ADOPTED_COPY_ANNOTATION",
+    "CLAIM_ANNOTATION",
+    "EPOCH_ANNOTATION",
+    "INTENT_ANNOTATION",
+    "MIRRORED_INTENT_ANNOTATION",
+]
 
 
 @dataclass(frozen=True)
@@ -150,9 +158,9 @@ def leader_view_from_lease(lease: dict[str, Any] | None) -> LeaderView:
     spec = lease.get("spec") or {}
     raw_epoch = (metadata.get("annotations") or {}).get(EPOCH_ANNOTATION)
     try:
-        epoch = int(raw_epoch) if raw_epoch is not None else None
-    except ValueError:
-        epoch = None
+        epoch = parse_epoch(raw_epoch) if raw_epoch is not None else None
+    except InvalidEpoch:
+        epoch = None  # unknown: no term is confirmed against it
     holder = spec.get("holderIdentity") or spec.get("holder_identity") or None
     return LeaderView(holder=holder, epoch=epoch, released=holder is None)
 

@@ -111,18 +111,58 @@ def pod_agrees(report: PodReport, checkpoint: CheckpointSnapshot) -> str | None:
     return None
 
 
+class _Checks:
+    """The verdict's checks in the order they were made."""
+
+    def __init__(self) -> None:
+        self.items: list[Check] = []
+
+    def __call__(self, name: str, passed: bool, detail: str, pod: str = "") -> bool:
+        self.items.append(Check(name=name, passed=passed, detail=detail, pod=pod))
+        return passed
+
+
 def evaluate_recovery(
     intent: DeploymentIntent | None,
     pointers: Sequence[CheckpointPointer],
     snapshots: Mapping[str, CheckpointSnapshot],
     fleet: Sequence[PodReport],
 ) -> RecoveryVerdict:
-    checks: list[Check] = []
+    check = _Checks()
+    selected = _check_checkpoint(check, intent, pointers, snapshots)
+    check("fleet-discovered", bool(fleet), f"{len(fleet)} HAProxy pods discovered")
+    targets = [
+        report.pod_name
+        for report in sorted(fleet, key=lambda r: r.pod_name)
+        if _check_pod(check, report, selected)
+    ]
+    check(
+        "bootstrap-targets",
+        bool(targets),
+        f"{len(targets)} bootstrap pods to recover" if targets else "no bootstrap pod",
+    )
+    failed = [c for c in check.items if not c.passed]
+    reason = (
+        "eligible"
+        if not failed
+        else "; ".join(f"{c.name}{'[' + c.pod + ']' if c.pod else ''}: {c.detail}" for c in failed)
+    )
+    return RecoveryVerdict(
+        eligible=not failed,
+        reason=reason,
+        checkpoint=selected,
+        targets=tuple(targets) if not failed else (),
+        checks=tuple(check.items),
+    )
 
-    def check(name: str, passed: bool, detail: str, pod: str = "") -> bool:
-        checks.append(Check(name=name, passed=passed, detail=detail, pod=pod))
-        return passed
 
+def _check_checkpoint(
+    check: _Checks,
+    intent: DeploymentIntent | None,
+    pointers: Sequence[CheckpointPointer],
+    snapshots: Mapping[str, CheckpointSnapshot],
+) -> CheckpointSnapshot | None:
+    """The intent, the checkpoint that holds it, its integrity and its worker receipt."""
     check(
         "deployment-intent",
         intent is not None,
@@ -158,59 +198,36 @@ def evaluate_recovery(
             if receipt_ok and receipt
             else "checkpoint has no complete worker receipt for its plan",
         )
+    return selected
 
-    check("fleet-discovered", bool(fleet), f"{len(fleet)} HAProxy pods discovered")
-    targets: list[str] = []
-    for report in sorted(fleet, key=lambda r: r.pod_name):
-        if not check(
-            "pod-reachable",
-            report.reachable,
-            "agent answered" if report.reachable else "agent unreachable",
-            report.pod_name,
-        ):
-            continue
-        if not check(
-            "pod-verified",
-            report.verified,
-            "state re-verified" if report.verified else "worker state not verifiable",
-            report.pod_name,
-        ):
-            continue
-        if report.is_bootstrap:
-            check("pod-state", True, "bootstrap pod: recovery target", report.pod_name)
-            targets.append(report.pod_name)
-            continue
-        if selected is None or selected.integrity_error is not None:
-            check(
-                "pod-state",
-                False,
-                "configured pod, no verified checkpoint to compare",
-                report.pod_name,
-            )
-            continue
-        disagreement = pod_agrees(report, selected)
-        check(
-            "pod-state",
-            disagreement is None,
-            disagreement or f"configured pod agrees with plan {selected.plan_id}",
-            report.pod_name,
-        )
 
+def _check_pod(check: _Checks, report: PodReport, selected: CheckpointSnapshot | None) -> bool:
+    """One pod's checks; True when it is a bootstrap pod to recover."""
+    pod = report.pod_name
+    if not check(
+        "pod-reachable",
+        report.reachable,
+        "agent answered" if report.reachable else "agent unreachable",
+        pod,
+    ):
+        return False
+    if not check(
+        "pod-verified",
+        report.verified,
+        "state re-verified" if report.verified else "worker state not verifiable",
+        pod,
+    ):
+        return False
+    if report.is_bootstrap:
+        return check("pod-state", True, "bootstrap pod: recovery target", pod)
+    if selected is None or selected.integrity_error is not None:
+        check("pod-state", False, "configured pod, no verified checkpoint to compare", pod)
+        return False
+    disagreement = pod_agrees(report, selected)
     check(
-        "bootstrap-targets",
-        bool(targets),
-        f"{len(targets)} bootstrap pods to recover" if targets else "no bootstrap pod",
+        "pod-state",
+        disagreement is None,
+        disagreement or f"configured pod agrees with plan {selected.plan_id}",
+        pod,
     )
-    failed = [c for c in checks if not c.passed]
-    reason = (
-        "eligible"
-        if not failed
-        else "; ".join(f"{c.name}{'[' + c.pod + ']' if c.pod else ''}: {c.detail}" for c in failed)
-    )
-    return RecoveryVerdict(
-        eligible=not failed,
-        reason=reason,
-        checkpoint=selected,
-        targets=tuple(targets) if not failed else (),
-        checks=tuple(checks),
-    )
+    return False

@@ -16,6 +16,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from contract import format_epoch
 from controller.retained.checkpoint import TemplateRef
 from controller.retained.intent import (
     ADOPTED_COPY_ANNOTATION,
@@ -196,7 +197,7 @@ class RetainedStateStore:
         metadata = dict(body["metadata"])
         metadata["annotations"] = {
             **(metadata.get("annotations") or {}),
-            EPOCH_ANNOTATION: str(epoch),
+            EPOCH_ANNOTATION: format_epoch(epoch),
         }
         body["metadata"] = metadata
         try:

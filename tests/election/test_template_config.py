@@ -9,13 +9,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from contract import GROUP, VERSION
+from contract import TEMPLATE_PLURAL as PLURAL
 from controller.election.template_config import (
     CONDITION,
-    GROUP,
     INVALID_REASON,
-    PLURAL,
     RESTART_REASON,
-    VERSION,
     ElectionConfigError,
     ElectionConfigVerdict,
     Follow,

@@ -19,13 +19,24 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from kubernetes.client.exceptions import ApiException
 
-GROUP = "haproxy-haptic.org"
-VERSION = "v1alpha1"
-LEADER_LEASE = "haptic-leader"
-EPOCH_ANNOTATION = "haproxy-haptic.org/epoch"
-CLAIM_ANNOTATION = "haproxy-haptic.org/claim"
-INTENT_ANNOTATION = "haproxy-haptic.org/deployment-intent"
-ROLE_LABEL = "haproxy-haptic.org/role"
+from contract import (
+    CLAIM_ANNOTATION,
+    EPOCH_ANNOTATION,
+    GROUP,
+    INTENT_ANNOTATION,
+    ROLE_LABEL,
+    TEMPLATE_PLURAL,
+    VERSION,
+)
+from controller.election.timing import DEFAULT_LEASE_NAME as LEADER_LEASE
+
+__all__ = [
+    "CLAIM_ANNOTATION",
+    "EPOCH_ANNOTATION",
+    "INTENT_ANNOTATION",
+    "LEADER_LEASE",
+    "ROLE_LABEL",
+]
 
 
 def var_dir() -> Path:
@@ -124,7 +135,7 @@ class KubeCommand(BaseCommand):
             raise CommandError(f"cluster not reachable: {exc}") from exc
 
     def template_config(self) -> dict[str, Any] | None:
-        return self.custom_get("haproxytemplateconfigs", self.template)
+        return self.custom_get(TEMPLATE_PLURAL, self.template)
 
     def agent_token(self, template: dict[str, Any] | None) -> str:
         """The agents' bearer token: HAPTIC_AGENT_TOKEN, else the Secret the template names."""

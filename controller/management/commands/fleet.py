@@ -46,39 +46,7 @@ class Command(KubeCommand):
         token = self.agent_token(template) if pods else ""
 
         def ask(pod: Any) -> dict[str, Any]:
-            row: dict[str, Any] = {
-                "pod": pod.metadata.name,
-                "ip": pod.status.pod_ip,
-                "ready": any(
-                    c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or [])
-                ),
-                "phase": pod.status.phase,
-                "terminating": pod.metadata.deletion_timestamp is not None,
-            }
-            if not pod.status.pod_ip:
-                row["error"] = "no pod IP yet"
-                return row
-            try:
-                with AgentClient(
-                    f"http://{pod.status.pod_ip}:{port}", token, timeout=options["timeout"]
-                ) as agent:
-                    state = agent.state()
-            except (AgentError, OSError) as exc:
-                row["error"] = f"agent: {exc}"
-                return row
-            worker = state.worker or {}
-            row.update(
-                bootstrap=state.bootstrap,
-                applied_plan_id=state.applied_plan_id,
-                running_plan_id=state.running_plan_id,
-                last_known_good_plan_id=state.last_known_good_plan_id,
-                applied_token=state.applied_token,
-                worker_pid=worker.get("pid"),
-                pending_reload=state.pending_reload,
-                reload_count=state.reload_count,
-                invariant_violation=state.invariant_violation,
-            )
-            return row
+            return _pod_row(pod, port, token, options["timeout"])
 
         # One slow agent must not serialize the others.
         with ThreadPoolExecutor(max_workers=max(1, min(16, len(pods)))) as pool:
@@ -90,27 +58,10 @@ class Command(KubeCommand):
             self.stdout.write(f"no HAProxy pods match {selector} in namespace {self.namespace}")
             return
         width = 64 if options["wide"] else 12
-        lines = []
-        for r in rows:
-            pending = r.get("pending_reload")
-            token_info = r.get("applied_token") or {}
-            lines.append(
-                [
-                    r["pod"],
-                    r["ip"],
-                    "yes" if r["ready"] else ("terminating" if r["terminating"] else "no"),
-                    "bootstrap" if r.get("bootstrap") else short(r.get("applied_plan_id"), width),
-                    short(r.get("running_plan_id"), width),
-                    token_info.get("epoch", "-") if token_info else "-",
-                    r.get("worker_pid"),
-                    _pending(pending),
-                    r.get("error") or r.get("invariant_violation") or "",
-                ]
-            )
         self.stdout.write(
             table(
                 ["POD", "IP", "READY", "APPLIED", "RUNNING", "EPOCH", "WORKER", "PENDING", "NOTE"],
-                lines,
+                [_table_line(r, width) for r in rows],
             )
         )
         plans = {r.get("running_plan_id") for r in rows if "error" not in r}
@@ -118,6 +69,56 @@ class Command(KubeCommand):
             self.stdout.write(f"\nall {len(rows)} pods run plan {short(plans.pop(), width)}")
         elif plans:
             self.stdout.write(f"\npods disagree: {len(plans)} distinct running plans")
+
+
+def _pod_row(pod: Any, port: int, token: str, timeout: float) -> dict[str, Any]:
+    """What Kubernetes says of the pod, and what its agent reports (or why it did not)."""
+    row: dict[str, Any] = {
+        "pod": pod.metadata.name,
+        "ip": pod.status.pod_ip,
+        "ready": any(
+            c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or [])
+        ),
+        "phase": pod.status.phase,
+        "terminating": pod.metadata.deletion_timestamp is not None,
+    }
+    if not pod.status.pod_ip:
+        row["error"] = "no pod IP yet"
+        return row
+    try:
+        with AgentClient(f"http://{pod.status.pod_ip}:{port}", token, timeout=timeout) as agent:
+            state = agent.state()
+    except (AgentError, OSError) as exc:
+        row["error"] = f"agent: {exc}"
+        return row
+    worker = state.worker or {}
+    row.update(
+        bootstrap=state.bootstrap,
+        applied_plan_id=state.applied_plan_id,
+        running_plan_id=state.running_plan_id,
+        last_known_good_plan_id=state.last_known_good_plan_id,
+        applied_token=state.applied_token,
+        worker_pid=worker.get("pid"),
+        pending_reload=state.pending_reload,
+        reload_count=state.reload_count,
+        invariant_violation=state.invariant_violation,
+    )
+    return row
+
+
+def _table_line(r: dict[str, Any], width: int) -> list[Any]:
+    token_info = r.get("applied_token") or {}
+    return [
+        r["pod"],
+        r["ip"],
+        "yes" if r["ready"] else ("terminating" if r["terminating"] else "no"),
+        "bootstrap" if r.get("bootstrap") else short(r.get("applied_plan_id"), width),
+        short(r.get("running_plan_id"), width),
+        token_info.get("epoch", "-") if token_info else "-",
+        r.get("worker_pid"),
+        _pending(r.get("pending_reload")),
+        r.get("error") or r.get("invariant_violation") or "",
+    ]
 
 
 def _pending(pending: Any) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from contract import CFG_PLURAL
+
 from ._ops import (
     CLAIM_ANNOTATION,
     EPOCH_ANNOTATION,
@@ -36,7 +38,7 @@ class Command(KubeCommand):
         retained_name = f"{self.template}-retained-state"
         retained = self.lease(retained_name)
         leader = self.lease(LEADER_LEASE)
-        ordinary = self.custom_get("haproxycfgs", self.template)
+        ordinary = self.custom_get(CFG_PLURAL, self.template)
         pointers = ((ordinary or {}).get("status") or {}).get("retainedConfigs") or []
 
         r_ann = (retained.metadata.annotations if retained else None) or {}
