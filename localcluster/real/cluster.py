@@ -37,6 +37,9 @@ CONTROLLERS = (
     "pod-garbage-collector-controller",
     "clusterrole-aggregation-controller",
     "service-cidr-controller",
+    # Admission taints every new Node not-ready; this controller lifts the taint once the
+    # node reports Ready (a node may not change its own taints), and watches its Lease.
+    "node-lifecycle-controller",
 )
 # ClusterIPs are allocated from here; nothing routes to them (pods are reached directly).
 SERVICE_CIDR = "198.19.0.0/16"
