@@ -124,7 +124,12 @@ class NodeAgent:
         address = self.block.claim()
         self.kubelet = Kubelet(api, self.node_name, self.state_dir, self._stop_deadline, self.block)
         self.registration = NodeRegistration(api, self.node_name, address, self._stop)
-        self.registration.register()
+        try:
+            self.registration.register()
+        except BaseException:
+            self.block.release()
+            self._started = False
+            raise
         core = client.CoreV1Api(api)
 
         def list_own_pods(**kw: object) -> object:

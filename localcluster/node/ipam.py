@@ -83,6 +83,11 @@ def _ip_addr(action: str, ip: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _already_there(result: subprocess.CompletedProcess[str]) -> bool:
+    # iproute2 says "File exists" or "Address already assigned", by version.
+    return "exists" in result.stderr or "already assigned" in result.stderr
+
+
 class LoopbackBlock:
     """One node's /24 of 198.18.0.0/15 on `lo` (needs root, as a kubelet does). The block
     is claimed by adding its .1: the kernel refuses a second add, so two nodes on one
@@ -110,13 +115,13 @@ class LoopbackBlock:
                 self._path.parent.mkdir(parents=True, exist_ok=True)
                 self._path.write_text(str(block))
                 return self.node_ip
-            if "exists" not in result.stderr:
+            if not _already_there(result):
                 raise RuntimeError(f"cannot add an address to lo: {result.stderr.strip()}")
         raise RuntimeError("every address block of 198.18.0.0/15 is taken")
 
     def add(self, ip: str) -> None:
         result = _ip_addr("add", ip)
-        if result.returncode != 0 and "exists" not in result.stderr:
+        if result.returncode != 0 and not _already_there(result):
             raise RuntimeError(f"cannot add {ip} to lo: {result.stderr.strip()}")
 
     def remove(self, ip: str) -> None:

@@ -145,9 +145,17 @@ class NodeRegistration:
         self._thread.join(timeout)
 
     def _update_status(self) -> None:
+        # A patch of status alone, as the kubelet: a PUT of the object read a moment ago
+        # carries its spec.taints, which the node lifecycle controller may have changed
+        # since, and NodeRestriction forbids a node to change its own taints.
         node = raw(self.core.read_node, self.name)
-        node["status"] = heartbeat(node.get("status") or {}, self.address, _now())
-        raw(self.core.replace_node_status, self.name, node)
+        status = heartbeat(node.get("status") or {}, self.address, _now())
+        raw(
+            self.core.patch_node_status,
+            self.name,
+            {"status": status},
+            _content_type="application/merge-patch+json",
+        )
 
     def _renew(self) -> None:
         try:
