@@ -6,7 +6,7 @@ configuration. 127.0.0.0/16 is left alone (127.0.0.1, 127.0.0.53 resolvers, 127.
 hostnames), as are .0 and .255 host bytes.
 
 A real API server refuses loopback addresses in EndpointSlices, so on the real cluster a node
-claims one /24 block of 198.18.0.0/15 (RFC 2544's benchmarking range, never routed off a
+claims one /24 block of 198.18.0.0/16 (half of RFC 2544's benchmarking range, never routed off a
 machine): .1 is the node's address, .2 to .254 go to pods, each added as a /32 to `lo`, so
 it is local to this machine like 127/8 and pods still reach 127.0.0.1 services.
 """
@@ -51,7 +51,9 @@ def allocate_ip(key: str, taken: set[str]) -> str:
     raise RuntimeError("loopback address pool exhausted")  # pragma: no cover
 
 
-BLOCK_NETWORK = ipaddress.ip_network("198.18.0.0/15")
+# 198.18.0.0/15 is the benchmarking range; its upper half, 198.19.0.0/16, is the real
+# cluster's Service CIDR (localcluster/real/cluster.py), so pods take the lower half.
+BLOCK_NETWORK = ipaddress.ip_network("198.18.0.0/16")
 BLOCK_COUNT = BLOCK_NETWORK.num_addresses // 256
 _BLOCK_HOSTS = range(2, 255)  # .1 is the node's own address
 
@@ -89,7 +91,7 @@ def _already_there(result: subprocess.CompletedProcess[str]) -> bool:
 
 
 class LoopbackBlock:
-    """One node's /24 of 198.18.0.0/15 on `lo` (needs root, as a kubelet does). The block
+    """One node's /24 of 198.18.0.0/16 on `lo` (needs root, as a kubelet does). The block
     is claimed by adding its .1: the kernel refuses a second add, so two nodes on one
     machine never share a block; the number is kept in `path` for a restarted node."""
 
@@ -117,7 +119,7 @@ class LoopbackBlock:
                 return self.node_ip
             if not _already_there(result):
                 raise RuntimeError(f"cannot add an address to lo: {result.stderr.strip()}")
-        raise RuntimeError("every address block of 198.18.0.0/15 is taken")
+        raise RuntimeError("every address block of 198.18.0.0/16 is taken")
 
     def add(self, ip: str) -> None:
         result = _ip_addr("add", ip)

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from localcluster.node.ipam import (
+    BLOCK_COUNT,
     IpamStore,
     allocate_in_block,
     allocate_ip,
@@ -17,6 +18,7 @@ from localcluster.node.ipam import (
     in_block,
     index_to_ip,
 )
+from localcluster.real.cluster import SERVICE_CIDR
 
 
 def test_pool_edges_avoid_reserved_addresses() -> None:
@@ -64,14 +66,15 @@ def test_store_persists_across_restart(tmp_path: Path) -> None:
 
 @settings(deadline=None)
 @given(
-    st.integers(min_value=0, max_value=511),
+    st.integers(min_value=0, max_value=BLOCK_COUNT - 1),
     st.lists(st.uuids().map(str), min_size=1, max_size=253, unique=True),
 )
 def test_block_allocation_stays_in_the_nodes_block_off_loopback(
     block: int, uids: list[str]
 ) -> None:
-    """Real-cluster addresses: inside the node's /24 of 198.18.0.0/15, never its .0/.1/.255,
-    never loopback (which a real API server refuses in EndpointSlices), never twice."""
+    """Real-cluster addresses: inside the node's /24 of 198.18.0.0/16, never its .0/.1/.255,
+    never loopback (which a real API server refuses in EndpointSlices), never in the real
+    cluster's Service CIDR, never twice."""
     net = ipaddress.ip_network(block_ip(block, 0) + "/24")
     taken: set[str] = set()
     for uid in uids:
@@ -79,6 +82,7 @@ def test_block_allocation_stays_in_the_nodes_block_off_loopback(
         assert ip not in taken and in_block(ip, block)
         addr = ipaddress.ip_address(ip)
         assert addr in net and not addr.is_loopback
+        assert addr not in ipaddress.ip_network(SERVICE_CIDR)
         assert int(ip.rsplit(".", 1)[1]) not in (0, 1, 255)
         taken.add(ip)
 
