@@ -14,7 +14,7 @@ from controller.publish.ordinary import OrdinaryPublisher
 from controller.render import RenderedFile, RenderOutput, build_plan, checksum, plan_id
 from controller.retained.checkpoint import TemplateRef, decode_checkpoint, encode_checkpoint
 from controller.retained.receipts import PodReceipt
-from localcluster.testing import ApiServer
+from localcluster.testing import ApiServer, start_cluster
 
 NS = "haptic"
 
@@ -41,7 +41,7 @@ def receipt_for(out: RenderOutput, pod: str = "haproxy-0") -> PodReceipt:
 
 @pytest.fixture(scope="module")
 def api() -> Iterator[ApiServer]:
-    with ApiServer.start() as server:
+    with start_cluster() as server:
         client = server.api_client()
         kubernetes.client.CoreV1Api(client).create_namespace({"metadata": {"name": NS}})
         yield server
