@@ -33,6 +33,10 @@ def output(version: int, map_value: str = "be_a") -> RenderOutput:
     return RenderOutput(files, plan, plan_id(plan), checksum(files), plan["structure_digest"])
 
 
+# When the receipt was acknowledged: a real timestamp, as `format: date-time` demands.
+AT = "2026-12-01T10:00:00Z"
+
+
 def receipt_for(out: RenderOutput, pod: str = "haproxy-0") -> PodReceipt:
     return PodReceipt(
         pod, f"uid-{pod}", "rt", out.checksum, out.plan_id, out.plan_id, out.plan_id, "reload"
@@ -108,7 +112,7 @@ def test_retention_gc_and_shared_children(setup) -> None:
     pointers = []
     for out in outs:
         ordinary.publish_output(out)
-        pointers.append(checkpoints.publish(out.files, receipt_for(out), "t").pointer)
+        pointers.append(checkpoints.publish(out.files, receipt_for(out), AT).pointer)
     cfg = objects.get("haproxycfgs", ref.name)
     assert [p.name for p in pointers_from_status(cfg)] == [pointers[2].name, pointers[1].name]
     assert objects.get("haproxycfgs", pointers[0].name) is None  # collected
@@ -124,12 +128,12 @@ def test_a_checksum_still_reported_by_a_pod_is_retained(setup) -> None:
     ref, objects, ordinary, checkpoints = setup
     first = output(1, "be_first")
     ordinary.publish_output(first)
-    kept = checkpoints.publish(first.files, receipt_for(first), "t").pointer
+    kept = checkpoints.publish(first.files, receipt_for(first), AT).pointer
     ordinary.publish_receipts({"haproxy-9": {"checksum": first.checksum, "podUID": "u9"}})
     for i in (2, 3, 4):
         out = output(i, f"be_{i}")
         ordinary.publish_output(out)
-        checkpoints.publish(out.files, receipt_for(out), "t")
+        checkpoints.publish(out.files, receipt_for(out), AT)
     names = [p.name for p in pointers_from_status(objects.get("haproxycfgs", ref.name))]
     assert kept.name in names and len(names) == 3
     # Its exclusive map child survived the collection of the others.
@@ -140,16 +144,16 @@ def test_interrupted_publication_leaves_the_previous_pointer_usable(setup) -> No
     ref, objects, ordinary, checkpoints = setup
     first = output(1)
     ordinary.publish_output(first)
-    good = checkpoints.publish(first.files, receipt_for(first), "t").pointer
+    good = checkpoints.publish(first.files, receipt_for(first), AT).pointer
     second = output(2, "be_b")
     # Only the children and the HAProxyCfg are written; the process dies before promotion.
-    objs = encode_checkpoint(ref, second.files, receipt_for(second), "t")
+    objs = encode_checkpoint(ref, second.files, receipt_for(second), AT)
     checkpoints._write(objs, None)
     cfg = objects.get("haproxycfgs", ref.name)
     assert pointers_from_status(cfg) == [good]
     assert read_back(objects, ref, good).snapshot.integrity_error is None
     # The next publication completes the interrupted one and promotes it.
-    done = checkpoints.publish(second.files, receipt_for(second), "t")
+    done = checkpoints.publish(second.files, receipt_for(second), AT)
     assert pointers_from_status(objects.get("haproxycfgs", ref.name))[0] == done.pointer
 
 
@@ -163,7 +167,7 @@ def test_receipts_survive_the_acknowledging_pods_removal(setup) -> None:
             "haproxy-1": receipt_for(out, "haproxy-1").as_status(),
         }
     )
-    pointer = checkpoints.publish(out.files, receipt_for(out), "t").pointer
+    pointer = checkpoints.publish(out.files, receipt_for(out), AT).pointer
     ordinary.publish_receipts({}, present_pods=["haproxy-1"])  # haproxy-0 is gone
     cfg = objects.get("haproxycfgs", ref.name)
     assert [e["podName"] for e in cfg["status"]["deployedToPods"]] == ["haproxy-1"]
@@ -175,7 +179,7 @@ def test_gc_never_deletes_a_shared_child_that_changed_since_the_verification_lis
     ref, objects, ordinary, checkpoints = setup
     out = output(1)
     ordinary.publish_output(out)
-    checkpoints.publish(out.files, receipt_for(out), "t")
+    checkpoints.publish(out.files, receipt_for(out), AT)
     selector = f"haproxy-haptic.org/template-uid={ref.uid},haproxy-haptic.org/role=shared-child"
     child = objects.list("haproxymapfiles", selector)[0]
     stale_rv = child["metadata"]["resourceVersion"]
