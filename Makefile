@@ -11,7 +11,7 @@ STAMP := $(VENV)/.requirements.stamp
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/haptic
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: run test lint format bench soak venv clean browser
+.PHONY: run test lint format bench soak venv clean browser kube
 
 venv: $(STAMP)
 
@@ -30,7 +30,20 @@ browser:
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 		else echo "!! the browser test needs chromium (apt-get install chromium)"; fi; }
 
-run: $(STAMP)
+# The real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) at
+# the releases kube/go.mod pins, built into kube/bin/ (ignored). Needs Go; rebuilt only when
+# kube/go.mod, kube/go.sum or kube/build.sh change (Go's build cache keeps a rebuild short).
+KUBE_BUILT := kube/bin/.built
+
+kube: $(KUBE_BUILT)
+
+$(KUBE_BUILT): kube/go.mod kube/go.sum kube/build.sh kube/tools.go
+	@bash kube/build.sh
+	@touch $@
+
+# HAPTIC_CLUSTER=real runs the system on the real control plane (built first); the default
+# is the embedded local cluster, which needs no Go.
+run: $(STAMP) $(if $(filter real,$(HAPTIC_CLUSTER)),$(KUBE_BUILT))
 	@$(PY) -m haptic_site.run
 
 lint: $(STAMP)

@@ -7,6 +7,8 @@ whose node stops the pods):
   localcluster `python -m localcluster up` on 127.0.0.1:$HAPTIC_CLUSTER_PORT (default 16443;
                0 picks a free port), state in var/cluster (kept between runs), which runs
                $HAPTIC_HAPROXY_REPLICAS (default 3) HAProxy pods and the sample backends.
+               HAPTIC_CLUSTER=real: `up --real` instead, the real etcd, kube-apiserver,
+               controller manager and scheduler (`make kube`), state in var/cluster-real.
                Not started when `manage.py localcluster up` already runs one (it is used
                and left running) or when HAPTIC_KUBECONFIG names another cluster.
   web          gunicorn on 127.0.0.1:$HAPTIC_WEB_PORT (default 8000): dashboard, admin, API
@@ -61,6 +63,7 @@ class Settings:
     replicas: int
     admin_user: str
     converge_timeout: float
+    real_cluster: bool = False
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -73,6 +76,7 @@ class Settings:
             replicas=int(env.get("HAPTIC_HAPROXY_REPLICAS", "3")),
             admin_user=env.get("HAPTIC_ADMIN_USER", "admin"),
             converge_timeout=float(env.get("HAPTIC_CONVERGE_TIMEOUT", "300")),
+            real_cluster=env.get("HAPTIC_CLUSTER", "local") == "real",
         )
 
 
@@ -212,7 +216,8 @@ class Run:
             self.kubeconfig = Path(given).resolve()
             step(f"using the cluster of HAPTIC_KUBECONFIG={self.kubeconfig}")
             return
-        self.state_dir = self.cfg.var_dir / "cluster"
+        real = self.cfg.real_cluster
+        self.state_dir = self.cfg.var_dir / ("cluster-real" if real else "cluster")
         self.kubeconfig = self.state_dir / "kubeconfig"
         running = stack.read_cluster_pidfile(self.cfg.var_dir)
         if running:
@@ -231,7 +236,7 @@ class Run:
         log_path = LOG_DIR / "localcluster.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         offset = log_path.stat().st_size if log_path.exists() else 0
-        proc = stack.cluster_process(self.state_dir, self.cfg.cluster_port, log_path)
+        proc = stack.cluster_process(self.state_dir, self.cfg.cluster_port, log_path, real=real)
         self.start(proc)
         self.cluster_pid = proc.proc.pid
         self._cluster_wait = (proc, offset)
@@ -248,7 +253,8 @@ class Run:
                 offset,
                 ("apiserver listening on ", "admin listening on "),
                 "ready",
-                timeout=120,
+                # The real control plane boots etcd and four Go programs on a shared machine.
+                timeout=300 if self.cfg.real_cluster else 120,
                 interrupted=lambda: self.stopping,
             )
         except InterruptedError:

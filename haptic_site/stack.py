@@ -467,11 +467,15 @@ def web_command(port: int, python: str = sys.executable) -> list[str]:
     ]  # fmt: skip
 
 
-def cluster_process(state_dir: Path, port: int, log_path: Path, admin_port: int = 0) -> Process:
-    """`python -m localcluster up`: the API server plus the local node that runs the pods."""
+def cluster_process(
+    state_dir: Path, port: int, log_path: Path, admin_port: int = 0, real: bool = False
+) -> Process:
+    """`python -m localcluster up`: the API server plus the local node that runs the pods;
+    with `real`, the real control plane (`make kube`) with the node as its kubelet."""
     argv = [
         sys.executable, "-m", "localcluster", "up", "--port", str(port),
         "--admin-port", str(admin_port), "--state-dir", str(state_dir),
+        *(["--real"] if real else []),
     ]  # fmt: skip
     env = {"PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return Process("localcluster", argv, env, log_path)

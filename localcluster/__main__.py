@@ -1,4 +1,4 @@
-"""`python -m localcluster serve|up --port PORT [--state-dir DIR]`."""
+"""`python -m localcluster serve|up --port PORT [--state-dir DIR] [--real]`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from localcluster.server import DEFAULT_CRD_DIR, ApiServer
@@ -49,7 +50,49 @@ def _parser() -> argparse.ArgumentParser:
             default=5.0,
             help="seconds between BOOKMARK events on watches that allow them",
         )
+        if name == "up":
+            p.add_argument(
+                "--real",
+                action="store_true",
+                help="etcd, kube-apiserver, kube-controller-manager and kube-scheduler "
+                "(built by `make kube`) instead of the local API server",
+            )
     return parser
+
+
+def _run_real(args: argparse.Namespace) -> int:
+    """The real control plane and the local node as its kubelet, until SIGTERM/SIGINT."""
+    from localcluster.node import NodeAgent
+    from localcluster.real.cluster import ControlPlane
+
+    state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="localcluster-real-"))
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    plane = ControlPlane(state_dir, port=args.port, crd_dir=args.crd_dir)
+    try:
+        plane.start()
+    except Exception as exc:
+        print(f"the real control plane did not start: {exc}", file=sys.stderr, flush=True)
+        return 1
+    print(f"apiserver listening on {plane.url}", flush=True)
+    print(f"kubeconfig written to {plane.kubeconfig}", flush=True)
+    node = NodeAgent(
+        state_dir=state_dir, kubeconfig=plane.kubeconfig_for("node"), real_cluster=True
+    )
+    try:
+        node.start()
+    except Exception:
+        logging.getLogger("localcluster").exception("the local node did not start")
+        plane.stop()
+        return 1
+    print("node started", flush=True)
+    print("ready", flush=True)
+    while not stop.wait(1.0):
+        pass
+    node.stop()
+    plane.stop()
+    return 0
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -108,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if getattr(args, "real", False):
+        return _run_real(args)
     return asyncio.run(_run(args))
 
 

@@ -129,6 +129,15 @@ def _validate(
                 _invalid(where, value, f"should be less than or equal to {schema['maximum']}")
             )
     if isinstance(value, str):
+        if schema.get("format") == "date-time" and not _DATE_TIME.match(value):
+            causes.append(
+                {
+                    "field": where,
+                    "reason": "FieldValueTypeInvalid",
+                    "message": f"Invalid value: {_fmt(value)}: {where} in body must be of type "
+                    f"date-time: {_fmt(value)}",
+                }
+            )
         if "pattern" in schema and not re.search(schema["pattern"], value):
             causes.append(_invalid(where, value, f"should match '{schema['pattern']}'"))
         if "minLength" in schema and len(value) < schema["minLength"]:
@@ -192,6 +201,13 @@ def _validate(
                 _validate(props[key], sub_value, field, causes)
             elif isinstance(extra, dict):
                 _validate(extra, sub_value, field, causes)
+
+
+# The RFC 3339 timestamps kube-apiserver's `format: date-time` accepts (fraction and zone
+# optional, as its strfmt parser allows).
+_DATE_TIME = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?\Z"
+)
 
 
 def _invalid(where: str, value: Any, why: str) -> Cause:

@@ -20,6 +20,13 @@ from typing import Any
 import kubernetes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Which cluster start_cluster() gives fixtures: "local" (this package's API server, the
+# default) or "real" (kube-apiserver and friends, built by `make kube`).
+TEST_CLUSTER_ENV = "HAPTIC_TEST_CLUSTER"
+
+
+def test_cluster_kind() -> str:
+    return os.environ.get(TEST_CLUSTER_ENV, "local")
 
 
 def _launch(
@@ -139,6 +146,14 @@ class ApiServer:
         )
         return kubernetes.client.ApiClient(config)
 
+    def node(self, state_dir: Path | None = None) -> Any:
+        """The local node for this server (not started)."""
+        from localcluster.node import NodeAgent
+
+        return NodeAgent(
+            api_url=self.url, state_dir=state_dir or self.state_dir, kubeconfig=self.kubeconfig
+        )
+
     def _admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(
@@ -208,3 +223,14 @@ def api_servers(count: int, **kwargs: Any) -> Iterator[list[ApiServer]]:
     finally:
         for server in started:
             server.stop()
+
+
+def start_cluster(state_dir: Path | None = None, **kwargs: Any) -> Any:
+    """The cluster a fixture with pods starts: the local API server, or the real control
+    plane when HAPTIC_TEST_CLUSTER=real. Either has url, kubeconfig, api_client(), node(),
+    stop()."""
+    if test_cluster_kind() == "real":
+        from localcluster.real.testing import RealApiServer
+
+        return RealApiServer.start(state_dir, **kwargs)
+    return ApiServer.start(state_dir, **kwargs)

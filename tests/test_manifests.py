@@ -111,6 +111,46 @@ def _as_json_schema(schema: object) -> object:
     return schema
 
 
+# The fields of apiextensions.k8s.io/v1 JSONSchemaProps; the real API server refuses others.
+SCHEMA_FIELDS = {
+    "$schema", "$ref", "id", "description", "type", "format", "title", "default", "maximum",
+    "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxLength", "minLength", "pattern",
+    "maxItems", "minItems", "uniqueItems", "multipleOf", "enum", "maxProperties",
+    "minProperties", "required", "items", "allOf", "oneOf", "anyOf", "not", "properties",
+    "additionalProperties", "patternProperties", "dependencies", "additionalItems",
+    "definitions", "externalDocs", "example", "nullable", "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-embedded-resource", "x-kubernetes-int-or-string", "x-kubernetes-list-map-keys",
+    "x-kubernetes-list-type", "x-kubernetes-map-type", "x-kubernetes-validations",
+}  # fmt: skip
+
+
+def _schema_nodes(node: dict, path: str):
+    yield path, node
+    for name, child in (node.get("properties") or {}).items():
+        yield from _schema_nodes(child or {}, f"{path}.properties.{name}")
+    for key in ("items", "additionalProperties", "not"):
+        if isinstance(node.get(key), dict):
+            yield from _schema_nodes(node[key], f"{path}.{key}")
+    for key in ("allOf", "oneOf", "anyOf"):
+        for i, child in enumerate(node.get(key) or []):
+            yield from _schema_nodes(child, f"{path}.{key}[{i}]")
+
+
+def test_crd_schemas_use_only_json_schema_props_fields() -> None:
+    """A YAML slip such as `{type: string, description: A, or B.}` (a flow mapping: the
+    comma starts a new key) puts an unknown field in the schema, which the real API server
+    refuses; the local one used to ignore it."""
+    for crd in _crds():
+        for version in crd["spec"]["versions"]:
+            schema = version["schema"]["openAPIV3Schema"]
+            for path, node in _schema_nodes(schema, crd["metadata"]["name"]):
+                unknown = set(node) - SCHEMA_FIELDS
+                assert not unknown, f"{path}: not JSONSchemaProps fields: {sorted(unknown)}"
+                if node.get("properties") is not None:
+                    for name, child in node["properties"].items():
+                        assert isinstance(child, dict), f"{path}.properties.{name}: {child!r}"
+
+
 def test_sample_template_config_validates_against_its_crd() -> None:
     crd = next(c for c in _crds() if c["spec"]["names"]["kind"] == "HAProxyTemplateConfig")
     schema = _as_json_schema(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])

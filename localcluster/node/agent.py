@@ -12,9 +12,10 @@ from kubernetes import client
 from .deployments import DeploymentController
 from .endpoints import MANAGED_BY, MANAGED_BY_LABEL
 from .endpointslices import EndpointSliceController
+from .ipam import LoopbackBlock
 from .kube import Handler, Informer, Obj, make_api_client
 from .kubelet import Kubelet, now_rfc3339
-from .registration import report
+from .registration import LOCAL_NODE_ADDRESS, NodeRegistration, report
 from .supervisor import sweep
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,14 @@ class NodeAgent:
         state_dir: Path | str = Path("var/localcluster"),
         kubeconfig: Path | str | None = None,
         node_name: str = DEFAULT_NODE_NAME,
+        real_cluster: bool = False,
     ) -> None:
+        """real_cluster: the API server is kube-apiserver with a controller manager and a
+        scheduler, so the node is only a kubelet (registers its Node, renews its Lease,
+        runs the pods bound to it), with pod addresses a real server accepts."""
+        self.real_cluster = real_cluster
+        self.registration: NodeRegistration | None = None
+        self.block: LoopbackBlock | None = None
         self.api_url = api_url
         self.state_dir = Path(state_dir).resolve()
         self.kubeconfig = Path(kubeconfig) if kubeconfig is not None else None
@@ -54,11 +62,14 @@ class NodeAgent:
         if leftovers:
             log.warning("killed %d processes left by an earlier node run", len(leftovers))
         self._api = api = make_api_client(self.api_url, self.kubeconfig)
+        if self.real_cluster:
+            self._start_kubelet_only(api)
+            return
         core = client.CoreV1Api(api)
         apps = client.AppsV1Api(api)
         discovery = client.DiscoveryV1Api(api)
         self.kubelet = Kubelet(api, self.node_name, self.state_dir, self._stop_deadline)
-        report(api, self.node_name, ready=True, now=now_rfc3339())
+        report(api, self.node_name, LOCAL_NODE_ADDRESS, ready=True, now=now_rfc3339())
 
         def list_slices(**kw: object) -> object:
             return discovery.list_endpoint_slice_for_all_namespaces(
@@ -120,6 +131,35 @@ class NodeAgent:
         self.endpointslices.loop.start()
         self.deployment_controller.loop.start()
 
+    def _start_kubelet_only(self, api: client.ApiClient) -> None:
+        self.block = LoopbackBlock(self.state_dir / "node" / "address-block")
+        address = self.block.claim()
+        self.kubelet = Kubelet(api, self.node_name, self.state_dir, self._stop_deadline, self.block)
+        self.registration = NodeRegistration(api, self.node_name, address, self._stop)
+        try:
+            self.registration.register()
+        except BaseException:
+            self.block.release()
+            self._started = False
+            raise
+        core = client.CoreV1Api(api)
+
+        def list_own_pods(**kw: object) -> object:
+            # What a kubelet watches: the pods bound to it (the Node authorizer's view).
+            return core.list_pod_for_all_namespaces(
+                field_selector=f"spec.nodeName={self.node_name}", **kw
+            )
+
+        self.pods = Informer("pods", list_own_pods, self.kubelet.handle, self._stop)
+        self._informers = [self.pods]
+        self.pods.start()
+        self.pods.synced.wait(30)
+        self.kubelet.release_addresses_except(
+            {p["metadata"].get("uid", "") for p in self.pods.items()}
+        )
+        self.kubelet.events.start()
+        self.registration.start()
+
     def stop(self, timeout: float = 30) -> None:
         """Stop the controllers, terminate every pod's processes (grace bounded by timeout),
         then kill anything that still carries this node's marker."""
@@ -132,16 +172,25 @@ class NodeAgent:
             worker.join(max(0.1, self._stop_deadline[0] - time.monotonic()))
         for informer in self._informers:
             informer.join(2.0)
-        self.endpointslices.loop.join(2.0)
         self.kubelet.events.join(2.0)
-        self.deployment_controller.loop.join(2.0)
+        if self.registration is not None:
+            self.registration.join(2.0)
+        else:
+            self.endpointslices.loop.join(2.0)
+            self.deployment_controller.loop.join(2.0)
         # Pod workers stop their own process groups; the sweep catches daemonized strays
         # (processes that left their group) and is recorded so tests can tell the two apart.
         self.swept = sweep(str(self.state_dir))
         if self.swept:
             log.warning("killed %d stray processes at node stop", len(self.swept))
+        if self.block is not None:
+            self.block.release()
         if self._api is not None:
-            report(self._api, self.node_name, ready=False, now=now_rfc3339())
+            # On a real cluster the node lifecycle controller judges the node by its Lease.
+            if not self.real_cluster:
+                report(
+                    self._api, self.node_name, LOCAL_NODE_ADDRESS, ready=False, now=now_rfc3339()
+                )
             self._api.close()
         self._started = False
 

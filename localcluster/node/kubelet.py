@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from . import podstatus
 from .events import EventRecorder
-from .ipam import IpamStore
+from .ipam import IpamStore, LoopbackBlock
 from .kube import Obj, normalized, raw, retry_on_conflict, rv_newer, status_of
 from .podenv import EnvError, RefData, container_argv, container_env, referenced_objects
 from .probe_logic import ProbeSpec, ProbeState, record, restart_backoff
@@ -191,7 +191,7 @@ class PodWorker:
         pod, _ = self._snapshot()
         status = pod.get("status") or {}
         if (pod.get("spec") or {}).get("hostNetwork"):
-            self.pod_ip = HOST_IP  # shares the node's address, as in a cluster
+            self.pod_ip = self.kubelet.host_ip  # shares the node's address, as in a cluster
         else:
             self.pod_ip = self.kubelet.ipam.assign(
                 self.uid, f"{self.namespace}/{self.name}", wanted=status.get("podIP")
@@ -297,7 +297,7 @@ class PodWorker:
                 continue
             target = volume_dir(vol, self.dir)
             target.mkdir(parents=True, exist_ok=True)
-            files = volume_files(vol, pod, self.pod_ip, HOST_IP, refs)
+            files = volume_files(vol, pod, self.pod_ip, self.kubelet.host_ip, refs)
             for rel, content in (files or {}).items():
                 path = (target / rel).resolve()
                 if not path.is_relative_to(target.resolve()):
@@ -330,7 +330,7 @@ class PodWorker:
             refs = self.kubelet.fetch_refs(pod, run.spec)
             self._materialize_volumes(pod, refs)
             mounts = mount_map(pod, run.spec, self.dir)
-            spec_env = container_env(pod, run.spec, self.pod_ip, HOST_IP, refs)
+            spec_env = container_env(pod, run.spec, self.pod_ip, self.kubelet.host_ip, refs)
             env = self.kubelet.base_env | {k: translate(v, mounts) for k, v in spec_env.items()}
             env["LOCALCLUSTER_POD_DIR"] = str(self.dir)
             argv = [translate(a, mounts) for a in container_argv(run.spec, env)]
@@ -576,8 +576,8 @@ class PodWorker:
                 "conditions": podstatus.merge_conditions(
                     old.get("conditions") or [], conds.node_conditions(), now_rfc3339()
                 ),
-                "hostIP": HOST_IP,
-                "hostIPs": [{"ip": HOST_IP}],
+                "hostIP": self.kubelet.host_ip,
+                "hostIPs": [{"ip": self.kubelet.host_ip}],
                 "podIP": self.pod_ip,
                 "podIPs": [{"ip": self.pod_ip}],
                 "startTime": self.start_time,
@@ -662,14 +662,23 @@ class Kubelet:
     """Watches pods, binds unscheduled ones to this node, and keeps one worker per pod."""
 
     def __init__(
-        self, api: client.ApiClient, node_name: str, state_dir: Path, stop_deadline: list[float]
+        self,
+        api: client.ApiClient,
+        node_name: str,
+        state_dir: Path,
+        stop_deadline: list[float],
+        block: LoopbackBlock | None = None,
     ) -> None:
         """stop_deadline is a one-element box the agent fills with the monotonic deadline of
-        its stop(), so pods get their grace period only as far as the stop budget allows."""
+        its stop(), so pods get their grace period only as far as the stop budget allows.
+        With `block` (a real cluster) pods get addresses of that block, the node's own is
+        its .1, and the scheduler binds pods instead of this kubelet."""
         self.core = client.CoreV1Api(api)
         self.node_name = node_name
         self.state_dir = state_dir
-        self.ipam = IpamStore(state_dir / "node" / "ipam.json")
+        self.host_ip = block.node_ip if block is not None else HOST_IP
+        self.binds = block is None
+        self.ipam = IpamStore(state_dir / "node" / "ipam.json", block)
         self.base_env = base_environment(state_dir)
         self.stopping = threading.Event()
         self._stop_deadline = stop_deadline
@@ -699,7 +708,7 @@ class Kubelet:
         if self.stopping.is_set():
             return
         if not node:
-            if not meta.get("deletionTimestamp"):
+            if self.binds and not meta.get("deletionTimestamp"):
                 threading.Thread(target=self._bind, args=(pod,), daemon=True).start()
             return
         if node != self.node_name:

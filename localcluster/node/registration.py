@@ -1,26 +1,77 @@
-"""The local node's Node object, as a kubelet registers its own: created (or taken over) at
-start with a Ready condition, marked NotReady when the node stops, so `kubectl get nodes`
-and anything that reads Nodes sees the node that runs the pods."""
+"""What a kubelet does for its Node on a real cluster: register the `Node` object, keep its
+status Ready, and renew its Lease in `kube-node-lease` (the heartbeat the node lifecycle
+controller reads). The object builders are pure; NodeRegistration does the I/O."""
 
 from __future__ import annotations
 
 import logging
 import os
 import platform
+import threading
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from localcluster.discovery import VERSION
-
-from .kube import MERGE_PATCH, raw
+from .kube import Obj, raw
 
 log = logging.getLogger(__name__)
 
+LEASE_NAMESPACE = "kube-node-lease"
+LEASE_DURATION = 40  # seconds, the kubelet's default
+RENEW_INTERVAL = 10.0  # a quarter of the duration, as the kubelet
+STATUS_INTERVAL = 60.0  # Ready's heartbeat; the Lease is the frequent signal
+VERSION = "v0.0.0-localcluster"
+# On the local API server pods get 127.x addresses and the node answers on the loopback.
+LOCAL_NODE_ADDRESS = "127.0.0.1"
 
-def node_body(name: str) -> dict[str, Any]:
-    """The Node as created: metadata only (status goes through /status)."""
+
+def _micro_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def node_status(address: str, now: str, pods: int = 250, ready: bool = True) -> dict[str, Any]:
+    """A Ready (or, once stopped, NotReady) node with room for `pods` pods; capacity is what
+    the scheduler fits pods to."""
+    capacity = {"cpu": str(os.cpu_count() or 1), "memory": "16Gi", "pods": str(pods)}
+    condition = {
+        "type": "Ready",
+        "status": "True" if ready else "False",
+        "reason": "KubeletReady" if ready else "KubeletStopped",
+        "message": "localcluster node is posting ready status" if ready else "node stopped",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }
+    return {
+        "capacity": capacity,
+        "allocatable": dict(capacity),
+        "conditions": [condition],
+        "addresses": [
+            {"type": "InternalIP", "address": address},
+            {"type": "Hostname", "address": platform.node() or "localhost"},
+        ],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "nodeInfo": {
+            "machineID": "",
+            "systemUUID": "",
+            "bootID": "",
+            "kernelVersion": platform.release(),
+            "osImage": "localcluster",
+            "containerRuntimeVersion": "localcluster://processes",
+            "kubeletVersion": VERSION,
+            "kubeProxyVersion": "",
+            "operatingSystem": "linux",
+            "architecture": "amd64",
+        },
+    }
+
+
+def node_object(name: str, address: str, now: str) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -30,66 +81,131 @@ def node_body(name: str) -> dict[str, Any]:
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
-                "node-role.kubernetes.io/control-plane": "",
             },
         },
         "spec": {},
+        "status": node_status(address, now),
     }
 
 
-def node_status(ready: bool, now: str) -> dict[str, Any]:
-    """The status a kubelet reports: the Ready condition, addresses, capacity, versions."""
-    cpus = str(os.cpu_count() or 1)
+def heartbeat(status: dict[str, Any], address: str, now: str) -> dict[str, Any]:
+    """The status to write: Ready's heartbeat moves, its transition time stays."""
+    fresh = node_status(address, now)
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Ready" and cond.get("status") == "True":
+            fresh["conditions"][0]["lastTransitionTime"] = cond.get("lastTransitionTime", now)
+    return fresh
+
+
+def lease_object(name: str, node_uid: str, now: str) -> Obj:
     return {
-        "conditions": [
-            {
-                "type": "Ready",
-                "status": "True" if ready else "False",
-                "reason": "KubeletReady" if ready else "KubeletStopped",
-                "message": "local node is posting ready status" if ready else "local node stopped",
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
-            }
-        ],
-        "addresses": [
-            {"type": "InternalIP", "address": "127.0.0.1"},
-            {"type": "Hostname", "address": platform.node() or "localhost"},
-        ],
-        "capacity": {"cpu": cpus, "pods": "110"},
-        "allocatable": {"cpu": cpus, "pods": "110"},
-        "nodeInfo": {
-            "kubeletVersion": VERSION["gitVersion"],
-            "operatingSystem": "linux",
-            "architecture": "amd64",
-            "osImage": platform.platform(),
-            "kernelVersion": platform.release(),
-            "containerRuntimeVersion": "localcluster://processes",
-            "machineID": "",
-            "systemUUID": "",
-            "bootID": "",
-            "kubeProxyVersion": "",
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": name,
+            "namespace": LEASE_NAMESPACE,
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node_uid}
+            ],
+        },
+        "spec": {
+            "holderIdentity": name,
+            "leaseDurationSeconds": LEASE_DURATION,
+            "renewTime": now,
         },
     }
 
 
-def report(api: client.ApiClient, name: str, ready: bool, now: str) -> None:
-    """At start (ready): create the Node if missing, then write its status. At stop: only the
-    status, with a short timeout, so a stop never waits on an unreachable server. Errors are
-    logged, not raised (a node without its Node object still runs pods)."""
+class NodeRegistration:
+    """register() once at start; then a thread renews the Lease and the Ready heartbeat."""
+
+    def __init__(
+        self, api: client.ApiClient, name: str, address: str, stop: threading.Event
+    ) -> None:
+        self.core = client.CoreV1Api(api)
+        self.coordination = client.CoordinationV1Api(api)
+        self.name = name
+        self.address = address
+        self._stop = stop
+        self._uid = ""
+        self._thread = threading.Thread(target=self._run, name="node-lease", daemon=True)
+
+    def register(self) -> None:
+        try:
+            node = raw(self.core.create_node, node_object(self.name, self.address, _now()))
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            node = raw(self.core.read_node, self.name)
+        self._uid = node["metadata"]["uid"]
+        self._update_status()
+        self._renew()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def _update_status(self) -> None:
+        # A patch of status alone, as the kubelet: a PUT of the object read a moment ago
+        # carries its spec.taints, which the node lifecycle controller may have changed
+        # since, and NodeRestriction forbids a node to change its own taints.
+        node = raw(self.core.read_node, self.name)
+        status = heartbeat(node.get("status") or {}, self.address, _now())
+        raw(
+            self.core.patch_node_status,
+            self.name,
+            {"status": status},
+            _content_type="application/merge-patch+json",
+        )
+
+    def _renew(self) -> None:
+        try:
+            lease = raw(self.coordination.read_namespaced_lease, self.name, LEASE_NAMESPACE)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            body = lease_object(self.name, self._uid, _micro_now())
+            raw(self.coordination.create_namespaced_lease, LEASE_NAMESPACE, body)
+            return
+        lease["spec"]["holderIdentity"] = self.name
+        lease["spec"]["leaseDurationSeconds"] = LEASE_DURATION
+        lease["spec"]["renewTime"] = _micro_now()
+        raw(self.coordination.replace_namespaced_lease, self.name, LEASE_NAMESPACE, lease)
+
+    def _run(self) -> None:
+        since_status = 0.0
+        while not self._stop.wait(RENEW_INTERVAL):
+            since_status += RENEW_INTERVAL
+            try:
+                self._renew()
+                if since_status >= STATUS_INTERVAL:
+                    since_status = 0.0
+                    self._update_status()
+            except Exception as exc:  # the API server is away: try again next round
+                log.warning("node heartbeat: %s", exc)
+
+
+def report(api: client.ApiClient, name: str, address: str, ready: bool, now: str) -> None:
+    """On the local API server (no node lifecycle controller): at start, create the Node if
+    missing and write a Ready status; at stop, only a NotReady status with a short timeout, so
+    a stop never waits on an unreachable server. Errors are logged, never raised (a node
+    without its Node object still runs pods)."""
     core = client.CoreV1Api(api)
     timeout = 10 if ready else 2
     try:
         if ready:
             try:
-                raw(core.create_node, node_body(name), _request_timeout=timeout)
+                raw(core.create_node, node_object(name, address, now), _request_timeout=timeout)
             except ApiException as exc:
                 if exc.status != 409:
                     raise
         raw(
             core.patch_node_status,
             name,
-            {"status": node_status(ready, now)},
-            _content_type=MERGE_PATCH,
+            {"status": node_status(address, now, ready=ready)},
+            _content_type="application/merge-patch+json",
             _request_timeout=timeout,
         )
     except Exception as exc:

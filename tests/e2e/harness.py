@@ -18,7 +18,7 @@ import kubernetes
 from agents.client import AgentClient, AgentState
 from haptic_site import stack
 from localcluster.node import NodeAgent
-from localcluster.testing import ApiServer
+from localcluster.testing import ApiServer, start_cluster
 
 
 def free_port() -> int:
@@ -41,6 +41,8 @@ class System:
     controllers: dict[str, stack.Process] = field(default_factory=dict)
     redis_url: str | None = None
     health_ports: dict[str, int] = field(default_factory=dict)
+    # The controllers' credentials (the cluster's admin kubeconfig unless given).
+    controller_kubeconfig: Path | None = None
 
     # -- Kubernetes ---------------------------------------------------------------------
 
@@ -147,7 +149,7 @@ class System:
         index = name.rsplit("-", 1)[-1]
         proc = stack.controller_process(
             int(index) if index.isdigit() else 0,
-            kubeconfig or self.api.kubeconfig,
+            kubeconfig or self.controller_kubeconfig or self.api.kubeconfig,
             self.log_dir,
             self.redis_url,
             env,
@@ -178,17 +180,25 @@ def start_system(
     gate: bool = False,
     controllers: int = 2,
     template: bool = True,
+    api: ApiServer | None = None,
+    controller_kubeconfig: Path | None = None,
 ) -> System:
     """`template=False` leaves out the HAProxyTemplateConfig: the cluster is then only the
-    workload of control planes that keep their configuration elsewhere."""
-    state_dir = Path(tempfile.mkdtemp(prefix="haptic-e2e-"))
+    workload of control planes that keep their configuration elsewhere. `api`: a cluster
+    already started (the system owns it from here on; its node is started here)."""
+    state_dir = api.state_dir if api is not None else Path(tempfile.mkdtemp(prefix="haptic-e2e-"))
     log_dir = LOG_ROOT / name
     shutil.rmtree(log_dir, ignore_errors=True)
     log_dir.mkdir(parents=True, exist_ok=True)
-    api = ApiServer.start(state_dir)
+    if api is None:
+        api = start_cluster(state_dir)
     # The node runs in this process (its pods are process groups it kills on stop).
-    node = NodeAgent(api_url=api.url, state_dir=state_dir, kubeconfig=api.kubeconfig)
-    node.start()
+    node = api.node(state_dir)
+    try:
+        node.start()
+    except BaseException:
+        api.stop()
+        raise
     token = stack.new_token()
     token_file = state_dir / "agent-token"
     token_file.write_text(token + "\n")
@@ -200,6 +210,7 @@ def start_system(
         uuid.uuid4().hex[:8],
         node,
         redis_url=os.environ.get("REDIS_URL"),
+        controller_kubeconfig=controller_kubeconfig,
     )
     try:
         system.apply(stack.base_objects(token))

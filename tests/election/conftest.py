@@ -23,9 +23,9 @@ NAMESPACE = "haptic"
 
 @pytest.fixture(scope="module")
 def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from localcluster.testing import ApiServer
+    from localcluster.testing import start_cluster
 
-    server = ApiServer.start(tmp_path_factory.mktemp("apiserver"))
+    server = start_cluster(tmp_path_factory.mktemp("apiserver"))
     try:
         core = client.CoreV1Api(server.api_client())
         core.create_namespace({"metadata": {"name": NAMESPACE}})

@@ -518,3 +518,18 @@ def test_ingress_table_has_kubectls_columns_with_the_address():
         "80, 443",
     ]
     assert table["rows"][1]["cells"][:5] == ["bare", "<none>", "*", "", "80"]
+
+
+def test_date_time_format_is_validated_as_the_real_server_does() -> None:
+    """kube-apiserver refuses a `format: date-time` string that is no timestamp (found when
+    tests/retained ran on the real cluster with acknowledgedAt "t")."""
+    at = {"type": "object", "properties": {"at": {"type": "string", "format": "date-time"}}}
+    for good in (
+        "2026-12-01T10:00:00Z",
+        "2026-12-01T10:00:00.123456Z",
+        "2026-12-01T10:00:00+01:00",
+    ):
+        assert schema.validate(at, {"at": good}) == [], good
+    (cause,) = schema.validate(at, {"at": "t"})
+    assert cause["field"] == "at" and cause["reason"] == "FieldValueTypeInvalid"
+    assert cause["message"] == 'Invalid value: "t": at in body must be of type date-time: "t"'

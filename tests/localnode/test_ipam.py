@@ -5,10 +5,20 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from localcluster.node.ipam import IpamStore, allocate_ip, index_to_ip
+from localcluster.node.ipam import (
+    BLOCK_COUNT,
+    IpamStore,
+    allocate_in_block,
+    allocate_ip,
+    block_ip,
+    in_block,
+    index_to_ip,
+)
+from localcluster.real.cluster import SERVICE_CIDR
 
 
 def test_pool_edges_avoid_reserved_addresses() -> None:
@@ -52,3 +62,32 @@ def test_store_persists_across_restart(tmp_path: Path) -> None:
     assert again.assign("uid-d", "ns/d", wanted=a) != a
     again.release("uid-a")
     assert IpamStore(path).get("uid-a") is None
+
+
+@settings(deadline=None)
+@given(
+    st.integers(min_value=0, max_value=BLOCK_COUNT - 1),
+    st.lists(st.uuids().map(str), min_size=1, max_size=253, unique=True),
+)
+def test_block_allocation_stays_in_the_nodes_block_off_loopback(
+    block: int, uids: list[str]
+) -> None:
+    """Real-cluster addresses: inside the node's /24 of 198.18.0.0/16, never its .0/.1/.255,
+    never loopback (which a real API server refuses in EndpointSlices), never in the real
+    cluster's Service CIDR, never twice."""
+    net = ipaddress.ip_network(block_ip(block, 0) + "/24")
+    taken: set[str] = set()
+    for uid in uids:
+        ip = allocate_in_block(uid, taken, block)
+        assert ip not in taken and in_block(ip, block)
+        addr = ipaddress.ip_address(ip)
+        assert addr in net and not addr.is_loopback
+        assert addr not in ipaddress.ip_network(SERVICE_CIDR)
+        assert int(ip.rsplit(".", 1)[1]) not in (0, 1, 255)
+        taken.add(ip)
+
+
+def test_block_exhaustion_is_an_error() -> None:
+    taken = {block_ip(3, h) for h in range(2, 255)}
+    with pytest.raises(RuntimeError, match="exhausted"):
+        allocate_in_block("x", taken, 3)

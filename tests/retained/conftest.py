@@ -9,13 +9,13 @@ from pathlib import Path
 import kubernetes
 import pytest
 
-from localcluster.testing import ApiServer
+from localcluster.testing import ApiServer, start_cluster
 from tests.retained.test_drain import NS, Harness
 
 
 @pytest.fixture(scope="module")
 def api() -> Iterator[ApiServer]:
-    with ApiServer.start() as server:
+    with start_cluster() as server:
         kubernetes.client.CoreV1Api(server.api_client()).create_namespace(
             {"metadata": {"name": NS}}
         )

@@ -13,7 +13,7 @@ from controller.publish.ordinary import OrdinaryPublisher
 from controller.render import RenderedFile, RenderOutput, build_plan, checksum, plan_id
 from controller.retained.checkpoint import TemplateRef, decode_checkpoint, encode_checkpoint
 from controller.retained.receipts import PodReceipt
-from localcluster.testing import ApiServer
+from localcluster.testing import ApiServer, start_cluster
 
 NS = "haptic"
 
@@ -32,6 +32,10 @@ def output(version: int, map_value: str = "be_a") -> RenderOutput:
     return RenderOutput(files, plan, plan_id(plan), checksum(files), plan["structure_digest"])
 
 
+# When the receipt was acknowledged: a real timestamp, as `format: date-time` demands.
+AT = "2026-12-01T10:00:00Z"
+
+
 def receipt_for(out: RenderOutput, pod: str = "haproxy-0") -> PodReceipt:
     return PodReceipt(
         pod, f"uid-{pod}", "rt", out.checksum, out.plan_id, out.plan_id, out.plan_id, "reload"
@@ -40,7 +44,7 @@ def receipt_for(out: RenderOutput, pod: str = "haproxy-0") -> PodReceipt:
 
 @pytest.fixture(scope="module")
 def api() -> Iterator[ApiServer]:
-    with ApiServer.start() as server:
+    with start_cluster() as server:
         client = server.api_client()
         kubernetes.client.CoreV1Api(client).create_namespace({"metadata": {"name": NS}})
         yield server
@@ -107,7 +111,7 @@ def test_retention_gc_and_shared_children(setup) -> None:
     pointers = []
     for out in outs:
         ordinary.publish_output(out)
-        pointers.append(checkpoints.publish(out.files, receipt_for(out), "t").pointer)
+        pointers.append(checkpoints.publish(out.files, receipt_for(out), AT).pointer)
     cfg = objects.get("haproxycfgs", ref.name)
     assert [p.name for p in pointers_from_status(cfg)] == [pointers[2].name, pointers[1].name]
     assert objects.get("haproxycfgs", pointers[0].name) is None  # collected
@@ -123,12 +127,12 @@ def test_a_checksum_still_reported_by_a_pod_is_retained(setup) -> None:
     ref, objects, ordinary, checkpoints = setup
     first = output(1, "be_first")
     ordinary.publish_output(first)
-    kept = checkpoints.publish(first.files, receipt_for(first), "t").pointer
+    kept = checkpoints.publish(first.files, receipt_for(first), AT).pointer
     ordinary.publish_receipts({"haproxy-9": {"checksum": first.checksum, "podUID": "u9"}})
     for i in (2, 3, 4):
         out = output(i, f"be_{i}")
         ordinary.publish_output(out)
-        checkpoints.publish(out.files, receipt_for(out), "t")
+        checkpoints.publish(out.files, receipt_for(out), AT)
     names = [p.name for p in pointers_from_status(objects.get("haproxycfgs", ref.name))]
     assert kept.name in names and len(names) == 3
     # Its exclusive map child survived the collection of the others.
@@ -139,16 +143,16 @@ def test_interrupted_publication_leaves_the_previous_pointer_usable(setup) -> No
     ref, objects, ordinary, checkpoints = setup
     first = output(1)
     ordinary.publish_output(first)
-    good = checkpoints.publish(first.files, receipt_for(first), "t").pointer
+    good = checkpoints.publish(first.files, receipt_for(first), AT).pointer
     second = output(2, "be_b")
     # Only the children and the HAProxyCfg are written; the process dies before promotion.
-    objs = encode_checkpoint(ref, second.files, receipt_for(second), "t")
+    objs = encode_checkpoint(ref, second.files, receipt_for(second), AT)
     checkpoints._write(objs, None)
     cfg = objects.get("haproxycfgs", ref.name)
     assert pointers_from_status(cfg) == [good]
     assert read_back(objects, ref, good).snapshot.integrity_error is None
     # The next publication completes the interrupted one and promotes it.
-    done = checkpoints.publish(second.files, receipt_for(second), "t")
+    done = checkpoints.publish(second.files, receipt_for(second), AT)
     assert pointers_from_status(objects.get("haproxycfgs", ref.name))[0] == done.pointer
 
 
@@ -162,7 +166,7 @@ def test_receipts_survive_the_acknowledging_pods_removal(setup) -> None:
             "haproxy-1": receipt_for(out, "haproxy-1").as_status(),
         }
     )
-    pointer = checkpoints.publish(out.files, receipt_for(out), "t").pointer
+    pointer = checkpoints.publish(out.files, receipt_for(out), AT).pointer
     ordinary.publish_receipts({}, present_pods=["haproxy-1"])  # haproxy-0 is gone
     cfg = objects.get("haproxycfgs", ref.name)
     assert [e["podName"] for e in cfg["status"]["deployedToPods"]] == ["haproxy-1"]
@@ -178,7 +182,7 @@ def test_gc_never_deletes_a_shared_child_that_changed_since_the_verification_lis
     selector = f"haproxy-haptic.org/template-uid={ref.uid},haproxy-haptic.org/role=shared-child"
     first = output(1, "be_first")
     ordinary.publish_output(first)
-    oldest = checkpoints.publish(first.files, receipt_for(first), "t").pointer
+    oldest = checkpoints.publish(first.files, receipt_for(first), AT).pointer
     maps_before = {m["metadata"]["name"] for m in objects.list("haproxymapfiles", selector)}
     for i in (2, 3):
         out = output(i, f"be_{i}")
@@ -200,7 +204,7 @@ def test_gc_never_deletes_a_shared_child_that_changed_since_the_verification_lis
                 return verification
 
             checkpoints._verify = verify_then_touch
-        result = checkpoints.publish(out.files, receipt_for(out), "t")
+        result = checkpoints.publish(out.files, receipt_for(out), AT)
     checkpoints._verify = verify
     assert result.deleted_checkpoints == (oldest.name,)  # the collection ran
     assert objects.get("haproxycfgs", oldest.name) is None
@@ -210,6 +214,6 @@ def test_gc_never_deletes_a_shared_child_that_changed_since_the_verification_lis
 
     out = output(4, "be_4")
     ordinary.publish_output(out)
-    result = checkpoints.publish(out.files, receipt_for(out), "t")
+    result = checkpoints.publish(out.files, receipt_for(out), AT)
     assert touched in result.deleted_children
     assert objects.get("haproxymapfiles", touched) is None

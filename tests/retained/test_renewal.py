@@ -25,7 +25,7 @@ from controller.retained.checkpoint import TemplateRef
 from controller.retained.intent import INTENT_ANNOTATION
 from controller.retained.intent import Term as IntentTerm
 from controller.retained.store import RetainedStateStore
-from localcluster.testing import ApiServer
+from localcluster.testing import ApiServer, start_cluster
 
 NS = "haptic"
 RENEWALS = 50
@@ -80,7 +80,7 @@ class InterleavingStore:
 
 @pytest.fixture(scope="module")
 def api() -> Iterator[ApiServer]:
-    with ApiServer.start() as server:
+    with start_cluster() as server:
         kubernetes.client.CoreV1Api(server.api_client()).create_namespace(
             {"metadata": {"name": NS}}
         )

@@ -270,9 +270,9 @@ def test_an_older_acknowledgement_published_last_is_not_selected(harness: Harnes
     store.record_intent(A, older.plan_id, older.checksum)
     store.record_intent(A, newer.plan_id, newer.checksum)
     ordinary.publish_output(newer)
-    checkpoints.publish(newer.files, _receipt(newer, "haproxy-0"), "t2")
+    checkpoints.publish(newer.files, _receipt(newer, "haproxy-0"), "2026-12-01T10:00:02Z")
     # A slow pod acknowledges the older output after the newer one was checkpointed.
-    checkpoints.publish(older.files, _receipt(older, "haproxy-1"), "t1")
+    checkpoints.publish(older.files, _receipt(older, "haproxy-1"), "2026-12-01T10:00:01Z")
     pointers = pointers_from_status(harness.published())
     assert [p.checksum for p in pointers] == [older.checksum, newer.checksum]  # reordered
     snapshots = {

@@ -12,7 +12,7 @@ from kubernetes.client.exceptions import ApiException
 from controller.retained.checkpoint import TemplateRef
 from controller.retained.intent import INTENT_ANNOTATION, Term
 from controller.retained.store import IntentRefused, RetainedStateStore
-from localcluster.testing import ApiServer
+from localcluster.testing import ApiServer, start_cluster
 
 NS = "haptic"
 LEADER = "haptic-leader"
@@ -20,7 +20,7 @@ LEADER = "haptic-leader"
 
 @pytest.fixture(scope="module")
 def api() -> Iterator[ApiServer]:
-    with ApiServer.start() as server:
+    with start_cluster() as server:
         yield server
 
 

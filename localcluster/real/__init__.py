@@ -1,0 +1,1 @@
+"""The real Kubernetes control plane on one machine (`python -m localcluster up --real`)."""
