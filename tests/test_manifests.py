@@ -52,7 +52,9 @@ def _documents(path: Path) -> list[dict]:
 
 
 def _all_manifests() -> list[tuple[Path, dict]]:
-    return [(p, d) for p in sorted(DEPLOY.rglob("*.yaml")) for d in _documents(p)]
+    # deploy/monitoring holds Prometheus rules and a Grafana dashboard, not Kubernetes objects.
+    paths = [p for p in sorted(DEPLOY.rglob("*.yaml")) if "monitoring" not in p.parts]
+    return [(p, d) for p in paths for d in _documents(p)]
 
 
 def _crds() -> list[dict]:
