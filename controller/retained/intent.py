@@ -183,15 +183,30 @@ def leader_names_term(view: LeaderView, term: Term) -> bool:
     return not view.released and view.holder == term.holder and view.epoch == term.epoch
 
 
+def claim_outranks(claim: Claim | None, term: Term) -> bool:
+    """Does a stored claim stand at or above `term` without being `term` itself?
+
+    The elector raises the epoch once per term, atomically with the acquisition, so two
+    holders never share an epoch on one leader Lease. A stored claim above the term's epoch,
+    or another holder's claim at the same epoch, therefore means the leader-election Lease
+    was recreated and its counter regressed (docs/design/retained-checkpoints.md, Reclaim).
+    """
+    if claim is None:
+        return False
+    return claim.epoch > term.epoch or (claim.epoch == term.epoch and claim.holder != term.holder)
+
+
 def decide_claim(stored: RetainedState, term: Term) -> RetainedState | Refusal:
     """A new term claims the writer identity, preserving the last deployment intent.
 
-    A stored claim with an epoch above the term's means the leader-election Lease was
-    recreated and its counter regressed: the caller must Reclaim (lift the epoch) first.
+    A stored claim that outranks the term (`claim_outranks`) means the leader-election Lease
+    was recreated and its counter regressed: the caller must Reclaim (lift the epoch) first.
     """
-    if stored.claim is not None and stored.claim.epoch > term.epoch:
+    if claim_outranks(stored.claim, term):
+        assert stored.claim is not None
         return Refusal(
-            f"stored claim epoch {stored.claim.epoch} is above term epoch {term.epoch}: reclaim"
+            f"stored claim {stored.claim.holder}@{stored.claim.epoch} outranks term "
+            f"{term.holder}@{term.epoch}: reclaim"
         )
     if stored.claim == Claim(term.holder, term.epoch):
         return stored
@@ -206,8 +221,8 @@ def reclaim_epoch(stored: RetainedState, term: Term, leader: LeaderView) -> int 
     """
     if not leader_names_term(leader, term):
         return Refusal("leader-election Lease no longer names this term")
-    if stored.claim is None or stored.claim.epoch <= term.epoch:
-        return Refusal("no higher stored epoch: nothing to reclaim")
+    if stored.claim is None or not claim_outranks(stored.claim, term):
+        return Refusal("no outranking stored claim: nothing to reclaim")
     return stored.claim.epoch + 1
 
 

@@ -325,3 +325,22 @@ def test_the_floor_is_never_older_than_what_was_carried_and_never_replaces_an_ow
             decision = decide_record(state, term, plan, "sha256:b", UID, leader)
             if isinstance(decision, RetainedState):
                 state, own = decision, decision.intent
+
+
+def test_another_holders_claim_at_the_same_epoch_means_the_counter_regressed() -> None:
+    """Found by the term model (tests/term): a leader Lease recreated at the stored claim's
+    epoch let a second holder share that epoch; it must Reclaim above it instead."""
+    from controller.retained.intent import claim_outranks
+
+    stored = RetainedState(claim=Claim("replica-1", 1), intent=None)
+    newcomer = Term("replica-2", 1)
+    assert claim_outranks(stored.claim, newcomer)
+    assert isinstance(decide_claim(stored, newcomer), Refusal)
+    leader = LeaderView(holder="replica-2", epoch=1)
+    assert reclaim_epoch(stored, newcomer, leader) == 2
+    # The same term claiming again, or a later term, is no regression.
+    assert not claim_outranks(stored.claim, Term("replica-1", 1))
+    assert not claim_outranks(stored.claim, Term("replica-2", 2))
+    assert decide_claim(stored, Term("replica-2", 2)) == RetainedState(
+        claim=Claim("replica-2", 2), intent=None
+    )

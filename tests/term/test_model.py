@@ -826,17 +826,12 @@ def test_a_recovery_apply_never_lands_on_a_pod_configured_since(api: ApiServer) 
     run_steps(api, steps)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by the model, not in issue 15: a leader Lease recreated at the stored "
-    "claim's epoch is not Reclaimed, so the new term shares the old term's epoch",
-)
 def test_a_recreated_lease_at_the_claimed_epoch_still_outranks_the_old_term(
     api: ApiServer,
 ) -> None:
     """The first term (epoch 1) deploys three times; the leader Lease is deleted and a
     replica that never saw an epoch acquires the new one at epoch 1 again. Its term must
-    outrank the old one on the agents (today they refuse it: stale_sequence)."""
+    outrank the old one on the agents (before the fix they refused it: stale_sequence)."""
 
     def steps(model: TermModel) -> None:
         for _ in range(2):
