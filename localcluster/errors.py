@@ -55,7 +55,8 @@ def status_body(
         "code": code,
     }
     if details:
-        body["details"] = details
+        # The real server omits an empty group (the core API group).
+        body["details"] = {k: v for k, v in details.items() if not (k == "group" and v == "")}
     return body
 
 
@@ -67,7 +68,7 @@ def success_status(details: dict[str, Any] | None = None) -> dict[str, Any]:
         "status": "Success",
     }
     if details:
-        body["details"] = details
+        body["details"] = {k: v for k, v in details.items() if not (k == "group" and v == "")}
     return body
 
 

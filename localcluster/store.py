@@ -67,6 +67,14 @@ class Event:
         return self._line
 
 
+# kube-apiserver's answer to a PUT without a resourceVersion where one is required.
+MISSING_RV_CAUSE = {
+    "field": "metadata.resourceVersion",
+    "reason": "FieldValueInvalid",
+    "message": "Invalid value: 0x0: must be specified for an update",
+}
+
+
 class Watcher(Protocol):
     key: str
     namespace: str | None
@@ -704,6 +712,9 @@ class Store:
         dry_run: bool = False,
     ) -> dict[str, Any]:
         old = self.get(rt, ns, name)
+        meta = body.get("metadata") if isinstance(body, dict) else None
+        if not rt.unconditional_update and not (meta or {}).get("resourceVersion"):
+            raise invalid(rt.plural, rt.group, name, [MISSING_RV_CAUSE])
         return self._update(rt, ns, name, old, clone(body), subresource, manager, dry_run)
 
     def patch(

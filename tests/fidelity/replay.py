@@ -79,14 +79,18 @@ def normalize_value(path: str, value: Any) -> Any:
     """Fields read by the code whose exact value is server-specific become comparable."""
     if path.endswith("managedFields") and isinstance(value, list):
         # Who manages what (and through which operation and subresource), not when.
+        # fieldsV1 is left out: the real server also records the null timestamps its
+        # defaulting adds to a PUT, and the "." markers; the managers are what haptic reads.
         return sorted(
-            (m.get("manager"), m.get("operation"), m.get("subresource", ""),
-             json.dumps(m.get("fieldsV1"), sort_keys=True))
-            for m in value
-        )  # fmt: skip
+            (m.get("manager"), m.get("operation"), m.get("subresource", "")) for m in value
+        )
     if path.endswith("conditions") and isinstance(value, list):
         return [
-            {k: v for k, v in c.items() if k not in ("lastTransitionTime", "lastProbeTime")}
+            {
+                k: v
+                for k, v in c.items()
+                if v is not None and k not in ("lastTransitionTime", "lastProbeTime")
+            }
             for c in value
         ]
     return value
@@ -94,9 +98,7 @@ def normalize_value(path: str, value: Any) -> Any:
 
 def shape_status(body: dict[str, Any]) -> dict[str, Any]:
     details = body.get("details") or {}
-    causes = sorted(
-        (c.get("field", ""), c.get("reason", "")) for c in details.get("causes") or []
-    )
+    causes = sorted((c.get("field", ""), c.get("reason", "")) for c in details.get("causes") or [])
     return {
         "kind": body.get("kind"),
         "status": body.get("status"),
@@ -184,9 +186,10 @@ class Replayer:
 
             url += "?" + urlencode(fields)
         pool = self.api_client.rest_client.pool_manager
+        timeout = urllib3.Timeout(connect=5, read=read_timeout)
         resp = pool.request(
-            method, url, body=data, headers=headers, timeout=urllib3.Timeout(connect=5, read=read_timeout),
-            preload_content=False, retries=False,
+            method, url, body=data, headers=headers, timeout=timeout, preload_content=False,
+            retries=False,
         )  # fmt: skip
         try:
             raw = resp.read()

@@ -400,3 +400,28 @@ def test_valid_labels_and_annotations_pass(core, namespace):
         },
     )
     assert cm.metadata.labels["haproxy-haptic.org/role"] == "checkpoint"
+
+
+def test_put_without_resource_version_is_invalid_for_leases_only(client, namespace):
+    """As kube-apiserver: Leases (and custom resources) refuse an unconditional update;
+    Secrets accept one (tests/fidelity found the difference)."""
+    coord = kubernetes.client.CoordinationV1Api(client)
+    coord.create_namespaced_lease(namespace, {"metadata": {"name": "u"}, "spec": {}})
+    with pytest.raises(ApiException) as err:
+        coord.replace_namespaced_lease(
+            "u", namespace, {"metadata": {"name": "u"}, "spec": {"holderIdentity": "x"}}
+        )
+    assert err.value.status == 422
+    body = json.loads(err.value.body)
+    assert body["reason"] == "Invalid"
+    assert [c["field"] for c in body["details"]["causes"]] == ["metadata.resourceVersion"]
+    core = kubernetes.client.CoreV1Api(client)
+    core.create_namespaced_secret(namespace, {"metadata": {"name": "u"}})
+    core.replace_namespaced_secret("u", namespace, {"metadata": {"name": "u"}, "data": {}})
+
+
+def test_status_details_omit_an_empty_group(core, namespace):
+    """The real server leaves out details.group for the core group (omitempty)."""
+    with pytest.raises(ApiException) as err:
+        core.read_namespaced_secret("absent", namespace)
+    assert json.loads(err.value.body)["details"] == {"name": "absent", "kind": "secrets"}
