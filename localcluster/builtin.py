@@ -210,6 +210,24 @@ MAX_DATA_BYTES = 1024 * 1024
 MAX_OBJECT_BYTES = 1536 * 1024
 
 
+def validate_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> list[Cause]:
+    """What kube-apiserver refuses to change by an update (PUT or PATCH of the object): a
+    Secret's type, and a pod's spec.nodeName, which only pods/binding sets."""
+    if rt.group or rt.kind not in ("Secret", "Pod"):
+        return []
+    if rt.kind == "Secret":
+        before, after = old.get("type") or "Opaque", new.get("type") or "Opaque"
+        if before != after:
+            return [{"field": "type", "reason": "FieldValueInvalid",
+                     "message": f'Invalid value: "{after}": field is immutable'}]  # fmt: skip
+        return []
+    if (old.get("spec") or {}).get("nodeName") != (new.get("spec") or {}).get("nodeName"):
+        return [{"field": "spec", "reason": "FieldValueForbidden",
+                 "message": "Forbidden: pod updates may not change spec.nodeName "
+                 "(pods/binding sets it)"}]  # fmt: skip
+    return []
+
+
 def validate_limits(rt: ResourceType, obj: dict[str, Any]) -> list[Cause]:
     causes = []
     annotations = (obj.get("metadata") or {}).get("annotations") or {}

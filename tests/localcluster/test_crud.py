@@ -425,3 +425,63 @@ def test_status_details_omit_an_empty_group(core, namespace):
     with pytest.raises(ApiException) as err:
         core.read_namespaced_secret("absent", namespace)
     assert json.loads(err.value.body)["details"] == {"name": "absent", "kind": "secrets"}
+
+
+def test_secret_type_is_immutable(core, namespace):
+    """As kube-apiserver: 422 on a change of a Secret's type (found by tests/fidelity)."""
+    core.create_namespaced_secret(
+        namespace, {"metadata": {"name": "t"}, "type": "kubernetes.io/tls",
+                    "data": {"tls.crt": "", "tls.key": ""}}
+    )  # fmt: skip
+    with pytest.raises(ApiException) as err:
+        core.replace_namespaced_secret(
+            "t", namespace, {"metadata": {"name": "t"}, "type": "Opaque"}
+        )
+    assert err.value.status == 422
+    assert [c["field"] for c in json.loads(err.value.body)["details"]["causes"]] == ["type"]
+    assert core.read_namespaced_secret("t", namespace).type == "kubernetes.io/tls"
+
+
+def test_pod_node_name_changes_only_through_binding(core, namespace):
+    """As kube-apiserver: an update of a pod may not set spec.nodeName (pods/binding does);
+    found by tests/fidelity."""
+    core.create_namespaced_pod(namespace, _pod("nn"))
+    with pytest.raises(ApiException) as err:
+        core.patch_namespaced_pod("nn", namespace, {"spec": {"nodeName": "other"}})
+    assert err.value.status == 422
+    assert json.loads(err.value.body)["details"]["causes"][0]["reason"] == "FieldValueForbidden"
+    binding = {"metadata": {"name": "nn"}, "target": {"kind": "Node", "name": "n1"}}
+    core.create_namespaced_pod_binding("nn", namespace, binding, _preload_content=False)
+    assert core.read_namespaced_pod("nn", namespace).spec.node_name == "n1"
+
+
+def test_custom_resource_delete_answers_a_status(client, namespace):
+    """As kube-apiserver: deleting a custom resource (no finalizers) answers Success."""
+    custom = kubernetes.client.CustomObjectsApi(client)
+    group, version, plural = "haproxy-haptic.org", "v1alpha1", "haproxycfgs"
+    body = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "HAProxyCfg",
+        "metadata": {"name": "d"},
+        "spec": {"path": "/x", "content": "", "checksum": "sha256:00"},
+    }
+    custom.create_namespaced_custom_object(group, version, namespace, plural, body)
+    answer = custom.delete_namespaced_custom_object(group, version, namespace, plural, "d")
+    assert answer["kind"] == "Status" and answer["status"] == "Success"
+
+
+def test_apply_without_field_manager_is_invalid(client, namespace):
+    """As kube-apiserver: 422 Invalid on PatchOptions.fieldManager, not 400."""
+    core = kubernetes.client.CoreV1Api(client)
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "fm"}})
+    response = client.call_api(
+        *client.param_serialize(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/configmaps/fm",
+            header_params={"Content-Type": "application/apply-patch+yaml"},
+            body='{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fm"}}',
+        )
+    )
+    body = json.loads(response.read())
+    assert response.status == 422, body
+    assert body["details"]["causes"][0]["field"] == "fieldManager"
