@@ -430,9 +430,13 @@ def test_status_details_omit_an_empty_group(core, namespace):
 def test_secret_type_is_immutable(core, namespace):
     """As kube-apiserver: 422 on a change of a Secret's type (found by tests/fidelity)."""
     core.create_namespaced_secret(
-        namespace, {"metadata": {"name": "t"}, "type": "kubernetes.io/tls",
-                    "data": {"tls.crt": "", "tls.key": ""}}
-    )  # fmt: skip
+        namespace,
+        {
+            "metadata": {"name": "t"},
+            "type": "kubernetes.io/tls",
+            "data": {"tls.crt": "", "tls.key": ""},
+        },
+    )
     with pytest.raises(ApiException) as err:
         core.replace_namespaced_secret(
             "t", namespace, {"metadata": {"name": "t"}, "type": "Opaque"}
@@ -485,3 +489,41 @@ def test_apply_without_field_manager_is_invalid(client, namespace):
     body = json.loads(response.read())
     assert response.status == 422, body
     assert body["details"]["causes"][0]["field"] == "fieldManager"
+
+
+def _status_causes(client, path: str, body: dict) -> list[tuple[str, str]]:
+    """POST body (past the client's own model checks); the 422's causes."""
+    response = client.call_api(
+        *client.param_serialize(
+            "POST", path, header_params={"Content-Type": "application/json"}, body=body
+        )
+    )
+    answer = json.loads(response.read())
+    assert response.status == 422, answer
+    return [(c["field"], c["reason"]) for c in answer["details"]["causes"]]
+
+
+def test_builtin_validation_the_real_server_applies(client, namespace):
+    """Found by tests/fidelity: a Deployment selector that misses its template labels, an
+    Ingress path without pathType, an Event whose involvedObject is in another namespace."""
+    container = _pod("x")["spec"]["containers"][0]
+    template = {"metadata": {"labels": {"app": "b"}}, "spec": {"containers": [container]}}
+    selector = {"matchLabels": {"app": "a"}}
+    deployment = {"metadata": {"name": "d"}, "spec": {"selector": selector, "template": template}}
+    path = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    assert _status_causes(client, path, deployment) == [
+        ("spec.template.metadata.labels", "FieldValueInvalid")
+    ]
+    backend = {"service": {"name": "s", "port": {"number": 80}}}
+    http = {"paths": [{"path": "/", "backend": backend}]}
+    ingress = {"metadata": {"name": "i"}, "spec": {"rules": [{"http": http}]}}
+    path = f"/apis/networking.k8s.io/v1/namespaces/{namespace}/ingresses"
+    assert _status_causes(client, path, ingress) == [
+        ("spec.rules[0].http.paths[0].pathType", "FieldValueRequired")
+    ]
+    involved = {"kind": "Pod", "name": "p", "namespace": "elsewhere"}
+    event = {"metadata": {"name": "e"}, "involvedObject": involved}
+    path = f"/api/v1/namespaces/{namespace}/events"
+    assert _status_causes(client, path, event) == [
+        ("involvedObject.namespace", "FieldValueInvalid")
+    ]
