@@ -205,7 +205,7 @@ def test_every_builtin_kind_round_trips(client, namespace):
         namespace,
         {
             "metadata": {"name": "ev1"},
-            "involvedObject": {"kind": "Pod", "name": "p"},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": namespace},
             "reason": "Test",
             "message": "hello",
             "type": "Normal",
