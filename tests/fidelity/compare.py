@@ -104,6 +104,28 @@ def _show(value: Any) -> str:
     return "`" + json.dumps(value, sort_keys=True).replace("`", "'") + "`"
 
 
+def _request_text(step: dict[str, Any]) -> str:
+    if "path" in step:
+        return f"{step.get('method', 'GET')} {step['path']} {step.get('query') or ''}".strip()
+    return "kubectl " + " ".join(step["args"])
+
+
+def _fixed_section(by_id: dict[str, dict]) -> list[str]:
+    """The differences found earlier and fixed (tests/fidelity/corpus/fixed.yaml)."""
+    fixed = yaml.safe_load((CORPUS_DIR / "fixed.yaml").read_text()) or {}
+    lines = [f"## fixed: {len(fixed)} differences found and removed", ""]
+    for key, entry in fixed.items():
+        lines += [
+            f"### {key}",
+            f"- request: `{_request_text(by_id[key])}`",
+            f"- local (before): {entry['local']}",
+            f"- real: {entry['real']}",
+            f"- {entry['fix']}",
+            "",
+        ]
+    return lines
+
+
 def report(results: dict, corpus: list[dict], kubectl_steps: list[dict]) -> str:
     known = load_known()
     by_id = {s["id"]: s for s in corpus} | {s["id"]: s for s in kubectl_steps}
@@ -125,11 +147,7 @@ def report(results: dict, corpus: list[dict], kubectl_steps: list[dict]) -> str:
         lines += [f"## {section}: {len(diffs)} differences of {len(local)}", ""]
         for key in diffs:
             step = by_id[key]
-            what = (
-                f"{step.get('method', 'GET')} {step['path']} {step.get('query') or ''}".strip()
-                if "path" in step
-                else "kubectl " + " ".join(step["args"])
-            )
+            what = _request_text(step)
             lines += [
                 f"### {key}",
                 f"- request: `{what}`",
@@ -138,6 +156,7 @@ def report(results: dict, corpus: list[dict], kubectl_steps: list[dict]) -> str:
                 f"- {known.get(key, 'UNEXPLAINED')}",
                 "",
             ]
+    lines += _fixed_section(by_id)
     lines.insert(6, f"Differences: {total}; unexplained: {len(unexplained(results, known))}.")
     lines.insert(7, "")
     return "\n".join(lines) + "\n"
