@@ -11,7 +11,7 @@ STAMP := $(VENV)/.requirements.stamp
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/haptic
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: run test lint format bench soak venv clean browser kube
+.PHONY: run test lint format bench soak venv clean browser kube fidelity
 
 venv: $(STAMP)
 
@@ -80,6 +80,11 @@ soak: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 		$(PY) -m soak --seeds $(SOAK_SEEDS) $(SOAK_ARGS) || status=$$?; \
 	exit $$status
+
+# Replay tests/fidelity/corpus/ against the local and the real API server and write every
+# difference (fixed or explained) to bench/results/fidelity.md.
+fidelity: $(STAMP) $(KUBE_BUILT)
+	$(PY) -m tests.fidelity --out bench/results/fidelity.md
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

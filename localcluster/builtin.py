@@ -210,6 +210,24 @@ MAX_DATA_BYTES = 1024 * 1024
 MAX_OBJECT_BYTES = 1536 * 1024
 
 
+def validate_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> list[Cause]:
+    """What kube-apiserver refuses to change by an update (PUT or PATCH of the object): a
+    Secret's type, and a pod's spec.nodeName, which only pods/binding sets."""
+    if rt.group or rt.kind not in ("Secret", "Pod"):
+        return []
+    if rt.kind == "Secret":
+        before, after = old.get("type") or "Opaque", new.get("type") or "Opaque"
+        if before != after:
+            return [{"field": "type", "reason": "FieldValueInvalid",
+                     "message": f'Invalid value: "{after}": field is immutable'}]  # fmt: skip
+        return []
+    if (old.get("spec") or {}).get("nodeName") != (new.get("spec") or {}).get("nodeName"):
+        return [{"field": "spec", "reason": "FieldValueForbidden",
+                 "message": "Forbidden: pod updates may not change spec.nodeName "
+                 "(pods/binding sets it)"}]  # fmt: skip
+    return []
+
+
 def validate_limits(rt: ResourceType, obj: dict[str, Any]) -> list[Cause]:
     causes = []
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
@@ -237,6 +255,40 @@ def validate_limits(rt: ResourceType, obj: dict[str, Any]) -> list[Cause]:
     return causes
 
 
+def _selector_matches_template(spec: dict[str, Any]) -> list[Cause]:
+    """A Deployment's matchLabels must select its own pod template."""
+    want = (spec.get("selector") or {}).get("matchLabels") or {}
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    if all(labels.get(k) == v for k, v in want.items()):
+        return []
+    return [{"field": "spec.template.metadata.labels", "reason": "FieldValueInvalid",
+             "message": "Invalid value: selector does not match template labels"}]  # fmt: skip
+
+
+def _ingress_path_types(spec: dict[str, Any]) -> list[Cause]:
+    causes: list[Cause] = []
+    for i, rule in enumerate(spec.get("rules") or []):
+        for j, path in enumerate(((rule or {}).get("http") or {}).get("paths") or []):
+            if not (path or {}).get("pathType"):
+                field = f"spec.rules[{i}].http.paths[{j}].pathType"
+                causes.append(
+                    {"field": field, "reason": "FieldValueRequired", "message": "Required value"}
+                )
+    return causes
+
+
+def _event_namespace(obj: dict[str, Any]) -> list[Cause]:
+    """A core Event names an object of its own namespace (or, unnamespaced, of default)."""
+    event_ns = (obj.get("metadata") or {}).get("namespace") or "default"
+    involved_ns = (obj.get("involvedObject") or {}).get("namespace") or "default"
+    if involved_ns == event_ns:
+        return []
+    message = f'Invalid value: "{involved_ns}": does not match event.namespace'
+    return [
+        {"field": "involvedObject.namespace", "reason": "FieldValueInvalid", "message": message}
+    ]
+
+
 def validate_builtin(rt: ResourceType, obj: dict[str, Any]) -> list[Cause]:
     if rt.kind == "Pod":
         return validate_pod_spec(obj.get("spec"), "spec")
@@ -251,7 +303,11 @@ def validate_builtin(rt: ResourceType, obj: dict[str, Any]) -> list[Cause]:
                     "message": "Required value",
                 }
             )
-        return causes
+        return causes + _selector_matches_template(spec)
+    if rt.kind == "Ingress":
+        return _ingress_path_types(obj.get("spec") or {})
+    if rt.kind == "Event":
+        return _event_namespace(obj)
     if rt.kind == "Lease":
         spec = obj.get("spec") or {}
         causes = []

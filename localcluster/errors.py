@@ -42,6 +42,11 @@ class ApiError(Exception):
         return status_body(self.code, self.message, self.reason, self.details)
 
 
+def _without_empty(details: dict[str, Any]) -> dict[str, Any]:
+    """The real server omits an empty group (the core API group) and an empty name."""
+    return {k: v for k, v in details.items() if not (k in ("group", "name") and v == "")}
+
+
 def status_body(
     code: int, message: str, reason: str, details: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -55,7 +60,7 @@ def status_body(
         "code": code,
     }
     if details:
-        body["details"] = details
+        body["details"] = _without_empty(details)
     return body
 
 
@@ -67,7 +72,7 @@ def success_status(details: dict[str, Any] | None = None) -> dict[str, Any]:
         "status": "Success",
     }
     if details:
-        body["details"] = details
+        body["details"] = _without_empty(details)
     return body
 
 

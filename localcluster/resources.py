@@ -56,6 +56,9 @@ class ResourceType:
     strategic_merge: bool = True
     schema: dict[str, Any] | None = None
     custom: bool = False
+    # A PUT without metadata.resourceVersion is refused (422), as kube-apiserver refuses it
+    # for Leases and custom resources (their strategies disallow unconditional updates).
+    unconditional_update: bool = True
     # additionalPrinterColumns of a CRD version, for `kubectl get` tables.
     printer_columns: tuple[dict[str, Any], ...] = ()
     # The scale subresource: (specReplicasPath, statusReplicasPath, labelSelectorPath).
@@ -207,7 +210,13 @@ BUILTIN: list[ResourceType] = [
         list_keys=dict(_META),
     ),
     ResourceType(
-        "coordination.k8s.io", "v1", "leases", "Lease", singular="lease", list_keys=dict(_META)
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "Lease",
+        singular="lease",
+        list_keys=dict(_META),
+        unconditional_update=False,
     ),
     ResourceType(
         "apps",
@@ -317,6 +326,7 @@ def resource_types_from_crd(crd: dict[str, Any]) -> list[ResourceType]:
                 schema=schema,
                 printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
                 custom=True,
+                unconditional_update=False,
             )
         )
     return out

@@ -508,7 +508,7 @@ class ApiServer:
             if dry_run:
                 opts.dry_run = True
             obj, removed = self.store.delete(rt, ns, name, opts)
-            if removed and rt.kind not in _DELETE_RETURNS_OBJECT and not rt.custom:
+            if removed and rt.kind not in _DELETE_RETURNS_OBJECT:
                 m = obj["metadata"]
                 return _json_response(
                     success_status(

@@ -67,6 +67,19 @@ class Event:
         return self._line
 
 
+# kube-apiserver's answer to a PUT without a resourceVersion where one is required.
+MISSING_RV_CAUSE = {
+    "field": "metadata.resourceVersion",
+    "reason": "FieldValueInvalid",
+    "message": "Invalid value: 0x0: must be specified for an update",
+}
+MISSING_MANAGER_CAUSE = {
+    "field": "fieldManager",
+    "reason": "FieldValueRequired",
+    "message": "Required value: is required for apply patch",
+}
+
+
 class Watcher(Protocol):
     key: str
     namespace: str | None
@@ -583,6 +596,7 @@ class Store:
         manager: str,
         dry_run: bool = False,
         managers: list[ssa.Manager] | None = None,
+        binding: bool = False,
     ) -> dict[str, Any]:
         """The common tail of PUT, PATCH and apply: precondition, subresource rules,
         immutable metadata, defaults, validation, generation, managedFields, no-op detection."""
@@ -651,6 +665,10 @@ class Store:
         if rt.key == CRD_KEY:
             new["status"] = old.get("status")
         builtin.normalize(rt, new)
+        if subresource != "status" and not binding:
+            causes = builtin.validate_update(rt, old, new)
+            if causes:
+                raise invalid(rt.kind, rt.group, name, causes)
         self._validate(rt, new)
         if rt.generation and _spec_part(old) != _spec_part(new):
             meta["generation"] = int(old_meta.get("generation", 1)) + 1
@@ -704,6 +722,9 @@ class Store:
         dry_run: bool = False,
     ) -> dict[str, Any]:
         old = self.get(rt, ns, name)
+        meta = body.get("metadata") if isinstance(body, dict) else None
+        if not rt.unconditional_update and not (meta or {}).get("resourceVersion"):
+            raise invalid(rt.plural, rt.group, name, [MISSING_RV_CAUSE])
         return self._update(rt, ns, name, old, clone(body), subresource, manager, dry_run)
 
     def patch(
@@ -763,7 +784,7 @@ class Store:
         dry_run: bool = False,
     ) -> dict[str, Any]:
         if not manager:
-            raise ApiError(400, "fieldManager is required for apply requests")
+            raise invalid("PatchOptions", "meta.k8s.io", "", [MISSING_MANAGER_CAUSE])
         if not isinstance(body, dict):
             raise ApiError(400, "apply body must be an object")
         applied = clone(body)
@@ -933,7 +954,7 @@ class Store:
             )
         new = clone(pod)
         new["spec"]["nodeName"] = target
-        self._update(rt, ns, name, pod, new, "", manager)
+        self._update(rt, ns, name, pod, new, "", manager, binding=True)
 
     def _force_remove(self, rt: ResourceType, ns: str, name: str, uid: str | None) -> None:
         obj = self.objects.get(rt.key, {}).get((ns, name))

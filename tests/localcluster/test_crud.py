@@ -205,7 +205,7 @@ def test_every_builtin_kind_round_trips(client, namespace):
         namespace,
         {
             "metadata": {"name": "ev1"},
-            "involvedObject": {"kind": "Pod", "name": "p"},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": namespace},
             "reason": "Test",
             "message": "hello",
             "type": "Normal",
@@ -400,3 +400,131 @@ def test_valid_labels_and_annotations_pass(core, namespace):
         },
     )
     assert cm.metadata.labels["haproxy-haptic.org/role"] == "checkpoint"
+
+
+def test_put_without_resource_version_is_invalid_for_leases_only(client, namespace):
+    """As kube-apiserver: Leases (and custom resources) refuse an unconditional update;
+    Secrets accept one (tests/fidelity found the difference)."""
+    coord = kubernetes.client.CoordinationV1Api(client)
+    coord.create_namespaced_lease(namespace, {"metadata": {"name": "u"}, "spec": {}})
+    with pytest.raises(ApiException) as err:
+        coord.replace_namespaced_lease(
+            "u", namespace, {"metadata": {"name": "u"}, "spec": {"holderIdentity": "x"}}
+        )
+    assert err.value.status == 422
+    body = json.loads(err.value.body)
+    assert body["reason"] == "Invalid"
+    assert [c["field"] for c in body["details"]["causes"]] == ["metadata.resourceVersion"]
+    core = kubernetes.client.CoreV1Api(client)
+    core.create_namespaced_secret(namespace, {"metadata": {"name": "u"}})
+    core.replace_namespaced_secret("u", namespace, {"metadata": {"name": "u"}, "data": {}})
+
+
+def test_status_details_omit_an_empty_group(core, namespace):
+    """The real server leaves out details.group for the core group (omitempty)."""
+    with pytest.raises(ApiException) as err:
+        core.read_namespaced_secret("absent", namespace)
+    assert json.loads(err.value.body)["details"] == {"name": "absent", "kind": "secrets"}
+
+
+def test_secret_type_is_immutable(core, namespace):
+    """As kube-apiserver: 422 on a change of a Secret's type (found by tests/fidelity)."""
+    core.create_namespaced_secret(
+        namespace,
+        {
+            "metadata": {"name": "t"},
+            "type": "kubernetes.io/tls",
+            "data": {"tls.crt": "", "tls.key": ""},
+        },
+    )
+    with pytest.raises(ApiException) as err:
+        core.replace_namespaced_secret(
+            "t", namespace, {"metadata": {"name": "t"}, "type": "Opaque"}
+        )
+    assert err.value.status == 422
+    assert [c["field"] for c in json.loads(err.value.body)["details"]["causes"]] == ["type"]
+    assert core.read_namespaced_secret("t", namespace).type == "kubernetes.io/tls"
+
+
+def test_pod_node_name_changes_only_through_binding(core, namespace):
+    """As kube-apiserver: an update of a pod may not set spec.nodeName (pods/binding does);
+    found by tests/fidelity."""
+    core.create_namespaced_pod(namespace, _pod("nn"))
+    with pytest.raises(ApiException) as err:
+        core.patch_namespaced_pod("nn", namespace, {"spec": {"nodeName": "other"}})
+    assert err.value.status == 422
+    assert json.loads(err.value.body)["details"]["causes"][0]["reason"] == "FieldValueForbidden"
+    binding = {"metadata": {"name": "nn"}, "target": {"kind": "Node", "name": "n1"}}
+    core.create_namespaced_pod_binding("nn", namespace, binding, _preload_content=False)
+    assert core.read_namespaced_pod("nn", namespace).spec.node_name == "n1"
+
+
+def test_custom_resource_delete_answers_a_status(client, namespace):
+    """As kube-apiserver: deleting a custom resource (no finalizers) answers Success."""
+    custom = kubernetes.client.CustomObjectsApi(client)
+    group, version, plural = "haproxy-haptic.org", "v1alpha1", "haproxycfgs"
+    body = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "HAProxyCfg",
+        "metadata": {"name": "d"},
+        "spec": {"path": "/x", "content": "", "checksum": "sha256:00"},
+    }
+    custom.create_namespaced_custom_object(group, version, namespace, plural, body)
+    answer = custom.delete_namespaced_custom_object(group, version, namespace, plural, "d")
+    assert answer["kind"] == "Status" and answer["status"] == "Success"
+
+
+def test_apply_without_field_manager_is_invalid(client, namespace):
+    """As kube-apiserver: 422 Invalid on PatchOptions.fieldManager, not 400."""
+    core = kubernetes.client.CoreV1Api(client)
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "fm"}})
+    response = client.call_api(
+        *client.param_serialize(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/configmaps/fm",
+            header_params={"Content-Type": "application/apply-patch+yaml"},
+            body='{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fm"}}',
+        )
+    )
+    body = json.loads(response.read())
+    assert response.status == 422, body
+    assert body["details"]["causes"][0]["field"] == "fieldManager"
+    assert "name" not in body["details"]  # omitted when empty, as by the real server
+
+
+def _status_causes(client, path: str, body: dict) -> list[tuple[str, str]]:
+    """POST body (past the client's own model checks); the 422's causes."""
+    response = client.call_api(
+        *client.param_serialize(
+            "POST", path, header_params={"Content-Type": "application/json"}, body=body
+        )
+    )
+    answer = json.loads(response.read())
+    assert response.status == 422, answer
+    return [(c["field"], c["reason"]) for c in answer["details"]["causes"]]
+
+
+def test_builtin_validation_the_real_server_applies(client, namespace):
+    """Found by tests/fidelity: a Deployment selector that misses its template labels, an
+    Ingress path without pathType, an Event whose involvedObject is in another namespace."""
+    container = _pod("x")["spec"]["containers"][0]
+    template = {"metadata": {"labels": {"app": "b"}}, "spec": {"containers": [container]}}
+    selector = {"matchLabels": {"app": "a"}}
+    deployment = {"metadata": {"name": "d"}, "spec": {"selector": selector, "template": template}}
+    path = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    assert _status_causes(client, path, deployment) == [
+        ("spec.template.metadata.labels", "FieldValueInvalid")
+    ]
+    backend = {"service": {"name": "s", "port": {"number": 80}}}
+    http = {"paths": [{"path": "/", "backend": backend}]}
+    ingress = {"metadata": {"name": "i"}, "spec": {"rules": [{"http": http}]}}
+    path = f"/apis/networking.k8s.io/v1/namespaces/{namespace}/ingresses"
+    assert _status_causes(client, path, ingress) == [
+        ("spec.rules[0].http.paths[0].pathType", "FieldValueRequired")
+    ]
+    involved = {"kind": "Pod", "name": "p", "namespace": "elsewhere"}
+    event = {"metadata": {"name": "e"}, "involvedObject": involved}
+    path = f"/api/v1/namespaces/{namespace}/events"
+    assert _status_causes(client, path, event) == [
+        ("involvedObject.namespace", "FieldValueInvalid")
+    ]

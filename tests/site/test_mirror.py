@@ -181,7 +181,7 @@ def test_create_update_stop_restart_and_garbage_collection(
         NS,
         {
             "metadata": {"name": "haptic.retained"},
-            "involvedObject": {"kind": "HAProxyTemplateConfig", "name": "haptic"},
+            "involvedObject": {"kind": "HAProxyTemplateConfig", "name": "haptic", "namespace": NS},
             "reason": "RetainedConfigActive",
             "message": "checksum " + sum_a,
             "type": "Warning",
@@ -295,7 +295,11 @@ def test_relists_when_the_watch_history_is_gone(
                 NS,
                 {
                     "metadata": {"name": f"filler-{i}"},
-                    "involvedObject": {"kind": "HAProxyTemplateConfig", "name": "haptic"},
+                    "involvedObject": {
+                        "kind": "HAProxyTemplateConfig",
+                        "name": "haptic",
+                        "namespace": NS,
+                    },
                     "reason": "Filler",
                 },
             )
