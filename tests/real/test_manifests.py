@@ -64,7 +64,6 @@ NOT_IN_THIS_FLOW: dict[str, dict[audit.Permission, str]] = {
         P("haproxy-haptic.org", "haproxytemplateconfigs", "create"): "cross-cluster Standby",
         P("haproxy-haptic.org", "haproxytemplateconfigs", "update"): "cross-cluster Standby",
         P("haproxy-haptic.org", "haproxytemplateconfigs", "delete"): "cross-cluster Standby",
-        P("haproxy-haptic.org", "haproxytemplateconfigs/status", "patch"): "hub publisher",
         P("haproxy-haptic.org", "haproxytemplateconfigs/status", "update"): "hub publisher",
         P("haproxy-haptic.org", "haproxytemplateconfigs/status", "get"): "none found",
         P("", "events", "patch"): "none found (events are only created)",
