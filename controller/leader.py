@@ -93,11 +93,30 @@ class TermState:
     first_render_done: bool = False
     last_good: RenderOutput | None = None  # last output accepted for dispatch this term
     seed: RenderOutput | None = None  # the published output, read at the start of the term
-    intents_recorded: set[str] = field(default_factory=set)
+    # (plan ID, checksum) the durable intent names, as the store last answered this term.
+    intended: tuple[str, str] | None = None
     unsaved: dict[str, PodReceipt] = field(default_factory=dict)  # pod -> newest receipt
     pending_status: dict[str, dict[str, Any]] = field(default_factory=dict)
     publication_latched: bool = False  # a failed reconciliation holds publication
     fleet_checksums: dict[str, str] = field(default_factory=dict)  # pod -> acknowledged
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+
+    def take_unsaved(self, checksum: str) -> list[PodReceipt]:
+        """Remove and return exactly the unsaved receipts for `checksum`, oldest pod first."""
+        with self.lock:
+            taken = sorted(
+                (r for r in self.unsaved.values() if r.checksum == checksum),
+                key=lambda r: r.pod_name,
+            )
+            for receipt in taken:
+                del self.unsaved[receipt.pod_name]
+            return taken
+
+    def put_back_unsaved(self, receipts: Sequence[PodReceipt]) -> None:
+        """Return receipts a failed publication took; a newer receipt of a pod wins."""
+        with self.lock:
+            for receipt in receipts:
+                self.unsaved.setdefault(receipt.pod_name, receipt)
 
 
 class LeaderPipeline:
@@ -153,6 +172,7 @@ class LeaderPipeline:
         )
         self.state = TermState()
         self._wake = threading.Condition()
+        self._dispatch_lock = threading.Lock()
         self._render_requested = False
         self._pods_changed = False
         self._stopping = False
@@ -365,18 +385,19 @@ class LeaderPipeline:
         if not self.write_fence():
             log.info("write fence shut: %s not deployed", output.plan_id)
             return []
-        if output.plan_id not in self.state.intents_recorded:
-            try:
-                self.store.record_intent(self.term, output.plan_id, output.checksum)
-            except IntentRefused as exc:
-                log.warning("apply of %s refused: %s", output.plan_id, exc)
-                return []
-            self.state.intents_recorded.add(output.plan_id)
-        pods = self._targets(only)
-        self._known_pods |= {p.name for p in self._targets()}
-        outcomes = self.deployer.deploy(
-            output, pods, self.term.holder, self.term.epoch, self.plans.plans(), verify=verify
-        )
+        with self._dispatch_lock:  # the intent and the apply it names, one at a time
+            if self.state.intended != (output.plan_id, output.checksum):
+                try:
+                    intent = self.store.record_intent(self.term, output.plan_id, output.checksum)
+                except IntentRefused as exc:
+                    log.warning("apply of %s refused: %s", output.plan_id, exc)
+                    return []
+                self.state.intended = (intent.plan_id, intent.checksum)
+            pods = self._targets(only)
+            self._known_pods |= {p.name for p in self._targets()}
+            outcomes = self.deployer.deploy(
+                output, pods, self.term.holder, self.term.epoch, self.plans.plans(), verify=verify
+            )
         self._last_deploy_at = time.monotonic()
         self._absorb(output, outcomes)
         if self.on_converged is not None and output is self.state.last_good:
@@ -501,15 +522,16 @@ class LeaderPipeline:
         self.ordinary.publish_output(output)
         status, self.state.pending_status = self.state.pending_status, {}
         self.ordinary.publish_receipts(status, present_pods=[p.name for p in self._targets()])
-        receipts = [r for r in self.state.unsaved.values() if r.checksum == output.checksum]
+        receipts = self.state.take_unsaved(output.checksum)
         if receipts:
-            receipt = sorted(receipts, key=lambda r: r.pod_name)[0]
             try:
                 self.checkpoints.publish(
-                    output.files, receipt, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                    output.files, receipts[0], datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                 )
-                self.state.unsaved.clear()
-            except PublicationFailed as exc:
+            except BaseException as exc:
+                self.state.put_back_unsaved(receipts)
+                if not isinstance(exc, PublicationFailed):
+                    raise
                 log.warning("checkpoint publication failed: %s", exc)
 
     def _has_unpublished(self) -> bool:
