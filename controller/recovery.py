@@ -14,7 +14,6 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from controller.publish.checkpoints import CFG_PLURAL, KIND_PLURALS, pointers_from_status
 from controller.render import RenderOutput, build_plan, checksum, plan_id
@@ -26,9 +25,8 @@ from controller.retained.checkpoint import (
     decode_checkpoint,
 )
 from controller.retained.selection import RecoveryVerdict, evaluate_recovery
-
-if TYPE_CHECKING:
-    from controller.leader import LeaderPipeline
+from controller.term.host import RecoveryHost
+from controller.term.metrics import RETAINED_CONFIG_ACTIVE
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +42,7 @@ class RecoveryEvaluation:
     validated: bool
 
 
-def evaluate(pipeline: LeaderPipeline) -> RecoveryEvaluation:
+def evaluate(pipeline: RecoveryHost) -> RecoveryEvaluation:
     """Collect everything and decide, with no side effect (also the manual review's dry
     run)."""
     store, objects, template = pipeline.store, pipeline.objects, pipeline.template
@@ -66,7 +64,7 @@ def evaluate(pipeline: LeaderPipeline) -> RecoveryEvaluation:
         p.name: decode_checkpoint(template, p, configs.get(p.name), children, secrets)
         for p in pointers
     }
-    fleet = pipeline.deployer.read_states(pipeline._targets(), verify=True)
+    fleet = pipeline.deployer.read_states(pipeline.targets(), verify=True)
     verdict = evaluate_recovery(
         intent, pointers, {n: d.snapshot for n, d in decoded.items()}, fleet
     )
@@ -91,7 +89,7 @@ def evaluate(pipeline: LeaderPipeline) -> RecoveryEvaluation:
 
 
 def attempt_recovery(
-    pipeline: LeaderPipeline, render_error: str, done: Callable[[], None] = lambda: None
+    pipeline: RecoveryHost, render_error: str, done: Callable[[], None] = lambda: None
 ) -> None:
     """Evaluate and, when everything holds, dispatch to bootstrap pods; bounded retries in
     the background for transient failures; a good render cancels them."""
@@ -107,11 +105,9 @@ def attempt_recovery(
     threading.Thread(target=run, name="recovery", daemon=True).start()
 
 
-def _run(pipeline: LeaderPipeline, render_error: str) -> None:
-    from controller.leader import RETAINED_CONFIG_ACTIVE
-
+def _run(pipeline: RecoveryHost, render_error: str) -> None:
     for attempt in range(RETRY_ATTEMPTS):
-        if not pipeline._alive() or pipeline.state.last_good is not None:
+        if not pipeline.alive() or pipeline.last_good is not None:
             return  # the term ended, or a new render succeeded
         try:
             result = evaluate(pipeline)
@@ -122,17 +118,13 @@ def _run(pipeline: LeaderPipeline, render_error: str) -> None:
         verdict = result.verdict
         log.info("recovery attempt %d: %s", attempt + 1, verdict.reason)
         if not verdict.eligible or result.output is None:
-            if (
-                not verdict.targets
-                and "no bootstrap pod" in verdict.reason
-                and len([c for c in verdict.checks if not c.passed]) == 1
-            ):
-                return  # nothing to recover: every pod is configured and agrees
-            pipeline._notice("Warning", "RetainedConfigUnavailable", verdict.reason)
+            if verdict.nothing_to_recover:
+                return  # every pod is configured and agrees
+            pipeline.notice("Warning", "RetainedConfigUnavailable", verdict.reason)
             _sleep(pipeline)
             continue
         if not result.validated:
-            pipeline._notice(
+            pipeline.notice(
                 "Warning",
                 "RetainedConfigUnavailable",
                 f"current HAProxy refuses checkpoint {verdict.checkpoint.name}: "
@@ -140,7 +132,7 @@ def _run(pipeline: LeaderPipeline, render_error: str) -> None:
             )
             return
         RETAINED_CONFIG_ACTIVE.set(1)
-        pipeline._notice(
+        pipeline.notice(
             "Warning",
             "RetainedConfigActive",
             f"serving retained checkpoint {result.output.checksum} to bootstrap pods; "
@@ -150,13 +142,13 @@ def _run(pipeline: LeaderPipeline, render_error: str) -> None:
         return
 
 
-def dispatch(pipeline: LeaderPipeline, result: RecoveryEvaluation) -> dict[str, str]:
+def dispatch(pipeline: RecoveryHost, result: RecoveryEvaluation) -> dict[str, str]:
     """Apply the recovered output to each bootstrap target, re-checking intent and fleet
     agreement right before every apply; returns what happened per pod."""
     assert result.output is not None
     done: dict[str, str] = {}
     for target in result.verdict.targets:
-        if not pipeline._alive() or pipeline.state.last_good is not None:
+        if not pipeline.alive() or pipeline.last_good is not None:
             return done
         # Re-check intent and live fleet agreement immediately before each apply.
         again = evaluate(pipeline)
@@ -178,6 +170,5 @@ def dispatch(pipeline: LeaderPipeline, result: RecoveryEvaluation) -> dict[str, 
     return done
 
 
-def _sleep(pipeline: LeaderPipeline) -> None:
-    with pipeline._wake:
-        pipeline._wake.wait(timeout=RETRY_DELAY)
+def _sleep(pipeline: RecoveryHost) -> None:
+    pipeline.wake(RETRY_DELAY)

@@ -207,6 +207,7 @@ class ControllerReplica:
             run_publication=lambda: self._via_leader_queue(term, "controller.leader.publish"),
             write_fence=self.hub.fence.is_open,
             on_converged=applier.apply,
+            recheck=self.runtime.elector.recheck,
         )
         with self._lock:
             if not term.is_valid():

@@ -271,8 +271,8 @@ class Harness:
         """Start the term's threads; wait until the claim is made, and start the publish
         throttle as a publication just now would, so the next receipts sit in it."""
         pipeline.start()
-        wait_for(pipeline._claimed.is_set, 30, "the term's claim")
-        pipeline._last_publish = time.monotonic()
+        wait_for(pipeline.claimed.is_set, 30, "the term's claim")
+        pipeline.publisher.last_publish = time.monotonic()
 
     # -- observations -------------------------------------------------------------------
 
