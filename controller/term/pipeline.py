@@ -82,6 +82,7 @@ class LeaderPipeline:
         )
         self.token = token
         self.template = template
+        self.health = health
         self.gate = gate
         self.plans = plans
         self.deployer = deployer
