@@ -11,10 +11,12 @@ import base64
 import logging
 import os
 import threading
+import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import celery.exceptions
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -24,7 +26,7 @@ from controller.election.timing import parse_duration
 from controller.fencing import check_term
 from controller.hub.config import HubConfig
 from controller.hub.hub import build_hub
-from controller.leader import LeaderPipeline, LeaderSettings, PlanMemory
+from controller.leader import LeaderPipeline, LeaderSettings, PlanMemory, summarize_outcomes
 from controller.leader_tasks import send_leader_task
 from controller.rendergate import RenderGate
 from controller.retained.checkpoint import API_VERSION, TemplateRef
@@ -203,8 +205,10 @@ class ControllerReplica:
             term_valid=term.is_valid,
             check_term=lambda: check_term(self.api_client, term.token),
             record_event=events.record,
-            run_deployment=lambda output, only: self._deploy_via_leader_queue(term, output, only),
-            run_publication=lambda: self._via_leader_queue(term, "controller.leader.publish"),
+            run_deployment=lambda output, only: self._deploy_via_leader_queue(
+                pipeline, term, output, only
+            ),
+            run_publication=lambda: self._publish_via_leader_queue(pipeline, term),
             write_fence=self.hub.fence.is_open,
             on_converged=applier.apply,
             recheck=self.runtime.elector.recheck,
@@ -219,14 +223,31 @@ class ControllerReplica:
                 lambda _pods: pipeline.pods_changed(),
             )
 
-    def _via_leader_queue(self, term: Term, task: str, *args: Any) -> dict[str, Any]:
+    def _via_leader_queue(self, term: Term, task: str, *args: Any) -> dict[str, Any] | None:
         """Run a fenced leader task (it executes in this process, which consumes the leader
-        queue for the term) and wait for its answer."""
+        queue for the term) and wait for its answer. None once this process no longer
+        consumes the leader queue (a graceful stop cancels it before the drain): the task
+        would never run here, so the caller does the work in place."""
         from haptic_site.celery import app
 
+        switch = self.runtime.queue_switch
+        if not switch.consuming:
+            return None
         result = send_leader_task(app, task, term.token, *args)
+        deadline = time.monotonic() + DEPLOY_TASK_TIMEOUT
         try:
-            answer = result.get(timeout=DEPLOY_TASK_TIMEOUT, disable_sync_subtasks=False)
+            while True:
+                try:
+                    answer = result.get(timeout=0.5, disable_sync_subtasks=False)
+                    break
+                except celery.exceptions.TimeoutError:
+                    if time.monotonic() >= deadline:
+                        raise
+                    if not switch.consuming and result.state == "PENDING":
+                        # Sent, not started, and no longer consumed here: the next leader's
+                        # worker refuses it (its token is stale).
+                        log.info("%s %s: leader queue closed before it ran", task, args)
+                        return None
         finally:
             result.forget()
         if answer.get("status") != "done":
@@ -234,12 +255,18 @@ class ControllerReplica:
         return answer
 
     def _deploy_via_leader_queue(
-        self, term: Term, output: Any, only: set[str] | None
+        self, pipeline: LeaderPipeline, term: Term, output: Any, only: set[str] | None
     ) -> dict[str, str]:
         answer = self._via_leader_queue(
             term, "controller.leader.deploy", output.plan_id, sorted(only) if only else None
         )
+        if answer is None:
+            return summarize_outcomes(pipeline.deploy(output, only))
         return dict(answer.get("pods") or {})
+
+    def _publish_via_leader_queue(self, pipeline: LeaderPipeline, term: Term) -> None:
+        if self._via_leader_queue(term, "controller.leader.publish") is None:
+            pipeline.publish()
 
     def drain_term(self) -> None:
         """Graceful stop while the term still renews: drain, bounded to 15 s."""

@@ -198,7 +198,16 @@ class Dispatcher:
             self.maybe_converged(output)
         return outcomes
 
+    def close(self, deadline: float) -> None:
+        """After the term stopped: wait (until `deadline`) for an apply in progress, so no
+        intent or apply of this term lands after the Lease is released."""
+        if self._dispatch_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            self._dispatch_lock.release()
+
     def _may_dispatch(self, output: RenderOutput) -> bool:
+        if self.ctx.stopping:
+            log.info("term stopped: %s not deployed", output.plan_id)
+            return False
         if not self.ctx.state.usable(output):
             log.warning("%s was refused by the render gate: not deployed", output.plan_id)
             return False

@@ -158,7 +158,10 @@ class LeaderPipeline:
         else:
             deadline = time.monotonic() + THREAD_JOIN_SECONDS
         self.ctx.stop()
+        # No write starts from here on; wait only for one already in progress. Threads that
+        # wait on the leader queue return once it is no longer consumed (runtime.py).
         self.publisher.close(deadline)
+        self.dispatcher.close(deadline)
         if self.gate.on_verdict == self.coordinator.on_verdict:
             self.gate.on_verdict = None
         for thread in self._threads:
