@@ -1,5 +1,6 @@
 """Coordinator: claim the retained-state Lease, then render and gate (seed 003's leader-only
-Coordinator and RenderGate; ADR-0033 "Render gate" and "Freshness across terms").
+Coordinator and RenderGate; ADR-0033 "Render gate" and "Freshness across terms";
+docs/term.md "The render gate after dispatch", "Reclaim").
 
 The first render of a term waits for the gate's verdict; later ones are dispatched at once
 while the gate is optimistic, and a refusal that arrives afterwards (`on_verdict`) withdraws

@@ -1,4 +1,5 @@
-"""The graceful drain (ADR-0033 "Graceful leader stop"): one deadline, 15 s at most.
+"""The graceful drain (ADR-0033 "Graceful leader stop"; docs/term.md "The graceful drain"):
+one deadline, 15 s at most.
 
 Dispatch nothing but the last dispatched plan; wait for it and its paced reload; re-check
 both Leases; publish past the throttle. Every step checks the one deadline and stops once it

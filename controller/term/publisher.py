@@ -1,6 +1,6 @@
 """Publisher: the throttled ordinary publication (HAProxyCfg, its children, per-pod status)
 and the checkpoints (seed 003's ConfigPublisher; ADR-0033 "Publication", "Graceful leader
-stop").
+stop"; docs/term.md "Receipts are taken, never cleared").
 
 Publication is bounded by the term: before every request the bound re-checks the term
 (each write) and the drain's deadline, and caps the request's timeout by what is left, on a
