@@ -1,6 +1,7 @@
 """Dispatcher: the deployment scheduler's driver and everything that sends an output to
 pods (seed 003's Deployer, DeploymentScheduler and DriftPreventionMonitor; ADR-0033
-"Deployment intent" and "Graceful leader stop"; docs/term.md "The intent names the last output dispatched").
+"Deployment intent" and "Graceful leader stop"; docs/term.md "The intent names the last
+output dispatched").
 
 Every apply goes through `deploy()`, which records the intent whenever the output about to
 be applied is not the one the intent names now, then applies; one at a time, so the intent
