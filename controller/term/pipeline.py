@@ -83,6 +83,7 @@ class LeaderPipeline:
         self.token = token
         self.template = template
         self.health = health
+        self.term_valid = term_valid
         self.gate = gate
         self.plans = plans
         self.deployer = deployer
