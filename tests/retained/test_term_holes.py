@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 from controller.health import RECONCILIATION_COORDINATOR
 from controller.publish.checkpoints import pointers_from_status
@@ -264,3 +265,52 @@ def test_a_reclaimed_term_records_intents_under_the_lifted_epoch(harness: Harnes
     intent = pipeline.store.read_intent()
     assert intent is not None and intent.names(output.plan_id, output.checksum)
     assert intent.epoch == 6
+
+
+def test_pods_that_took_a_refused_plan_are_reverted_through_their_agent(
+    harness: Harness,
+) -> None:
+    """The revert itself, with real agents: B is dispatched optimistically and every agent
+    schedules its paced reload (files in place, not loaded); the gate's verdict on B is
+    turned into a refusal (HAProxy accepts B, so the refusal is injected at the verdict,
+    the one thing not real here); the agents must be sent `revert_lkg` and serve A again
+    before their paced reload of B would run, and the intent must name A."""
+    agents = harness.add_agents(2, ["--min-reload-interval", "4"])
+    harness.pods = [harness.pod_for(a, i) for i, a in enumerate(agents)]
+    harness.set_leader("replica-a", 1)
+    pipeline = harness.pipeline("replica-a", 1)
+    harness.start_term(pipeline)
+    plan_a = _render(harness, pipeline, ["a"], agents)
+    report = pipeline.gate.on_verdict
+    assert report is not None
+
+    def refuse_all_but_a(output, verdict) -> None:
+        if output.checksum != plan_a.checksum:
+            verdict = replace(verdict, accepted=False, output="refused (injected)")
+        report(output, verdict)
+
+    pipeline.gate.on_verdict = refuse_all_but_a
+    harness.hosts = ["a", "b"]
+    pipeline.request_render()
+
+    def reverted() -> bool:
+        intent = pipeline.store.read_intent()
+        states = harness.states(agents)
+        return (
+            intent is not None
+            and intent.names(plan_a.plan_id, plan_a.checksum)
+            and all(s.applied_plan_id == plan_a.plan_id for s in states)
+            and all((s.last_apply or {}).get("mode") == "revert_lkg" for s in states)
+        )
+
+    wait_for(reverted, 3.5, "every agent reverted to A through revert_lkg")
+    wait_for(
+        lambda: all(
+            s.running_plan_id == plan_a.plan_id and not s.pending_reload
+            for s in harness.states(agents)
+        ),
+        15,
+        "every worker on A, no reload pending",
+    )
+    assert pipeline.state.last_good is not None
+    assert pipeline.state.last_good.checksum == plan_a.checksum
