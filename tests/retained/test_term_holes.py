@@ -12,6 +12,7 @@ and real agents running real haproxy (their fencing is agents/decide.py's).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import replace
@@ -22,7 +23,7 @@ from controller.retained.intent import Term
 from controller.retained.store import RetainedStateStore
 from localcluster.testing import ApiServer
 from tests.agents.helpers import wait_for
-from tests.retained.test_drain import NS, Harness, RecordingDeployer
+from tests.retained.test_drain import NS, Harness, RecordingDeployer, stored_versions
 
 
 def _render(harness: Harness, pipeline, hosts: list[str], agents) -> object:
@@ -314,3 +315,37 @@ def test_pods_that_took_a_refused_plan_are_reverted_through_their_agent(
     )
     assert pipeline.state.last_good is not None
     assert pipeline.state.last_good.checksum == plan_a.checksum
+
+
+def test_a_publication_stops_writing_once_the_lease_moved(harness: Harness) -> None:
+    """The term is re-checked before every write of a publication, not only at its start:
+    once another replica holds the Lease, not one more object is written.
+
+    Bug (controller/leader.py, LeaderPipeline.publish): one `check_term()` at the start,
+    then every write of the output, the receipts and the checkpoint went ahead."""
+    agents = harness.add_agents(2, ["--min-reload-interval", "0"])
+    harness.pods = [harness.pod_for(a, i) for i, a in enumerate(agents)]
+    harness.set_leader("replica-a", 1)
+    pipeline = harness.pipeline("replica-a", 1)
+    harness.start_term(pipeline)
+    output = _render(harness, pipeline, ["a"], agents)
+    ordinary = pipeline.publisher.ordinary if hasattr(pipeline, "publisher") else pipeline.ordinary
+    write_output = ordinary.publish_output
+
+    def publish_then_lose_the_lease(out):
+        written = write_output(out)
+        harness.set_leader("replica-b", 2)  # taken between two writes
+        return written
+
+    ordinary.publish_output = publish_then_lose_the_lease  # type: ignore[method-assign]
+    before = stored_versions(harness.objects, harness.template)
+    with contextlib.suppress(Exception):  # the publication gives up: the term is over
+        pipeline.publish()
+    after = stored_versions(harness.objects, harness.template)
+    published = harness.published()
+    assert published is not None, "premise: the output itself was written"
+    assert not pointers_from_status(published), "a checkpoint was promoted after the Lease moved"
+    assert not (published.get("status") or {}).get("deployedToPods"), "receipts were written"
+    new = {k for k in after if k not in before and k[0] == "haproxycfgs"}
+    assert new == {("haproxycfgs", harness.name)}, f"written after the Lease moved: {new}"
+    assert output is not None
