@@ -64,6 +64,7 @@ class Publisher:
         self._closed = True
         if self._running.acquire(timeout=max(0.0, deadline - time.monotonic())):
             self._running.release()
+            self._client.close()  # this term's own client; nothing uses it any more
 
     # -- the loop --------------------------------------------------------------------------
 
