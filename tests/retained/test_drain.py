@@ -232,6 +232,7 @@ class Harness:
         publish_interval: float = 60.0,
         min_interval: float = 0.05,
         on_converged: Callable[[RenderOutput], None] | None = None,
+        report_warnings: Callable[[RenderOutput], None] | None = None,
     ) -> LeaderPipeline:
         """A term's pipeline, wired as ControllerReplica._start_term does."""
         token = FencingToken(holder, epoch, self.lease_name, NS)
@@ -260,6 +261,7 @@ class Harness:
             record_event=lambda t, r, m: self.events.append((t, r, m)),
             run_deployment=None,
             on_converged=on_converged,
+            report_warnings=report_warnings,
         )
         self.pipelines.append(pipeline)
         return pipeline
