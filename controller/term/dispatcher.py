@@ -52,10 +52,19 @@ class LockedScheduler:
     def __init__(self, min_interval: float) -> None:
         self._scheduler: DeploymentScheduler[RenderOutput] = DeploymentScheduler(min_interval)
         self._lock = threading.Lock()
+        self._submitted = False  # a submit since the last next_action
 
     def submit(self, plan_id: str, output: RenderOutput) -> bool:
         with self._lock:
+            self._submitted = True
             return self._scheduler.submit(plan_id, output)
+
+    @property
+    def submitted(self) -> bool:
+        """Something was submitted since the dispatcher last asked: it must not sleep (the
+        submitter's wake-up may have come before the dispatcher started waiting)."""
+        with self._lock:
+            return self._submitted
 
     def withdraw(self, plan_id: str) -> None:
         with self._lock:
@@ -63,6 +72,7 @@ class LockedScheduler:
 
     def next_action(self, now: float) -> Dispatch[RenderOutput] | WaitUntil | Idle:
         with self._lock:
+            self._submitted = False
             return self._scheduler.next_action(now)
 
     def completed(self, plan_id: str) -> None:
@@ -154,7 +164,12 @@ class Dispatcher:
             elif self._drift_due():
                 self._drift_prevention()
             with ctx.wake:
-                if not (self._pods_changed or ctx.stopping or ctx.state.reverts):
+                if not (
+                    self._pods_changed
+                    or ctx.stopping
+                    or ctx.state.reverts
+                    or self.scheduler.submitted
+                ):
                     ctx.wake.wait(timeout=min(wait, 1.0))
 
     def _dispatch(self, action: Dispatch[RenderOutput]) -> None:
