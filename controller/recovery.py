@@ -14,7 +14,6 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from controller.publish.checkpoints import CFG_PLURAL, KIND_PLURALS, pointers_from_status
 from controller.render import RenderOutput, build_plan, checksum, plan_id
@@ -26,9 +25,8 @@ from controller.retained.checkpoint import (
     decode_checkpoint,
 )
 from controller.retained.selection import RecoveryVerdict, evaluate_recovery
-
-if TYPE_CHECKING:
-    from controller.leader import LeaderPipeline
+from controller.term.host import RecoveryHost
+from controller.term.metrics import RETAINED_CONFIG_ACTIVE
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +43,7 @@ class RecoveryEvaluation:
     validated: bool
 
 
-def evaluate(pipeline: LeaderPipeline) -> RecoveryEvaluation:
+def evaluate(pipeline: RecoveryHost) -> RecoveryEvaluation:
     """Collect everything and decide, with no side effect (also the manual review's dry
     run)."""
     store, objects, template = pipeline.store, pipeline.objects, pipeline.template
@@ -67,7 +65,7 @@ def evaluate(pipeline: LeaderPipeline) -> RecoveryEvaluation:
         p.name: decode_checkpoint(template, p, configs.get(p.name), children, secrets)
         for p in pointers
     }
-    fleet = pipeline.deployer.read_states(pipeline._targets(), verify=True)
+    fleet = pipeline.deployer.read_states(pipeline.targets(), verify=True)
     verdict = evaluate_recovery(
         intent, pointers, {n: d.snapshot for n, d in decoded.items()}, fleet
     )
@@ -92,7 +90,7 @@ def evaluate(pipeline: LeaderPipeline) -> RecoveryEvaluation:
 
 
 def attempt_recovery(
-    pipeline: LeaderPipeline, render_error: str, done: Callable[[], None] = lambda: None
+    pipeline: RecoveryHost, render_error: str, done: Callable[[], None] = lambda: None
 ) -> None:
     """Evaluate and, when everything holds, dispatch to bootstrap pods; bounded retries in
     the background for transient failures; a good render cancels them."""
@@ -108,11 +106,9 @@ def attempt_recovery(
     threading.Thread(target=run, name="recovery", daemon=True).start()
 
 
-def _run(pipeline: LeaderPipeline, render_error: str) -> None:
-    from controller.leader import RETAINED_CONFIG_ACTIVE
-
+def _run(pipeline: RecoveryHost, render_error: str) -> None:
     for attempt in range(RETRY_ATTEMPTS):
-        if not pipeline._alive() or pipeline.state.last_good is not None:
+        if not pipeline.alive() or pipeline.last_good is not None:
             return  # the term ended, or a new render succeeded
         try:
             result = evaluate(pipeline)
@@ -123,17 +119,13 @@ def _run(pipeline: LeaderPipeline, render_error: str) -> None:
         verdict = result.verdict
         log.info("recovery attempt %d: %s", attempt + 1, verdict.reason)
         if not verdict.eligible or result.output is None:
-            if (
-                not verdict.targets
-                and "no bootstrap pod" in verdict.reason
-                and len([c for c in verdict.checks if not c.passed]) == 1
-            ):
-                return  # nothing to recover: every pod is configured and agrees
-            pipeline._notice("Warning", "RetainedConfigUnavailable", verdict.reason)
+            if verdict.nothing_to_recover:
+                return  # every pod is configured and agrees
+            pipeline.notice("Warning", "RetainedConfigUnavailable", verdict.reason)
             _sleep(pipeline)
             continue
         if not result.validated:
-            pipeline._notice(
+            pipeline.notice(
                 "Warning",
                 "RetainedConfigUnavailable",
                 f"current HAProxy refuses checkpoint {verdict.checkpoint.name}: "
@@ -141,12 +133,12 @@ def _run(pipeline: LeaderPipeline, render_error: str) -> None:
             )
             return
         RETAINED_CONFIG_ACTIVE.set(1)
-        if pipeline.state.last_good is not None:
+        if pipeline.last_good is not None:
             # A render succeeded during the evaluation: nothing is scheduled, and its
             # convergence may have cleared the gauge before the line above.
             RETAINED_CONFIG_ACTIVE.set(0)
             return
-        pipeline._notice(
+        pipeline.notice(
             "Warning",
             "RetainedConfigActive",
             f"serving retained checkpoint {result.output.checksum} to bootstrap pods; "
@@ -156,7 +148,7 @@ def _run(pipeline: LeaderPipeline, render_error: str) -> None:
         return
 
 
-def dispatch(pipeline: LeaderPipeline, result: RecoveryEvaluation) -> dict[str, str]:
+def dispatch(pipeline: RecoveryHost, result: RecoveryEvaluation) -> dict[str, str]:
     """Apply the recovered output to each bootstrap target, re-checking intent and fleet
     agreement right before every apply and after a state conflict; returns what happened
     per pod (`stopped: <why>` where a re-check ended recovery)."""
@@ -175,12 +167,12 @@ def dispatch(pipeline: LeaderPipeline, result: RecoveryEvaluation) -> dict[str, 
     return done
 
 
-def _apply_to(pipeline: LeaderPipeline, result: RecoveryEvaluation, target: str) -> str | None:
+def _apply_to(pipeline: RecoveryHost, result: RecoveryEvaluation, target: str) -> str | None:
     """One re-checked apply to `target`; None when the term ended."""
     assert result.output is not None
-    if not pipeline._alive():
+    if not pipeline.alive():
         return None
-    if pipeline.state.last_good is not None:
+    if pipeline.last_good is not None:
         return "stopped: a render succeeded"
     # Re-check intent and live fleet agreement immediately before each apply.
     again = evaluate(pipeline)
@@ -192,7 +184,7 @@ def _apply_to(pipeline: LeaderPipeline, result: RecoveryEvaluation, target: str)
     ):
         log.warning("recovery of %s stopped: %s", target, again.verdict.reason)
         return f"stopped: {again.verdict.reason}"
-    if pipeline.state.last_good is not None:  # it arrived during the evaluation
+    if pipeline.last_good is not None:  # it arrived during the evaluation
         return "stopped: a render succeeded"
     # Through the same fenced deployment path as every apply (the leader task in a
     # worker). It carries the bootstrap expectation itself: the agent refuses (409) a pod
@@ -203,6 +195,5 @@ def _apply_to(pipeline: LeaderPipeline, result: RecoveryEvaluation, target: str)
     return what or "stopped: not applied (a render succeeded or the intent moved on)"
 
 
-def _sleep(pipeline: LeaderPipeline) -> None:
-    with pipeline._wake:
-        pipeline._wake.wait(timeout=RETRY_DELAY)
+def _sleep(pipeline: RecoveryHost) -> None:
+    pipeline.wake(RETRY_DELAY)

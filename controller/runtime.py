@@ -11,10 +11,12 @@ import base64
 import logging
 import os
 import threading
+import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import celery.exceptions
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -26,7 +28,7 @@ from controller.httpstore.store import HTTPStore
 from controller.hub.config import HubConfig
 from controller.hub.hub import build_hub
 from controller.ingressstatus import IngressStatusWriter, fleet_addresses
-from controller.leader import LeaderPipeline, LeaderSettings, PlanMemory
+from controller.leader import LeaderPipeline, LeaderSettings, PlanMemory, summarize_outcomes
 from controller.leader_tasks import send_leader_task
 from controller.render.warnings import render_warning_reporter, template_status_writer
 from controller.rendergate import RenderGate
@@ -132,9 +134,13 @@ class ControllerReplica:
         leader Lease, which ends our fenced term; have the elector see it now so the next
         term (above the old Active's epoch) starts without waiting a retry period. The
         reconcile trigger covers a replica that holds no term."""
+        self._recheck_elector()
+        self.watch.reconciler.trigger_now()
+
+    def _recheck_elector(self) -> None:
+        """Have the elector look at the Lease now (after a promotion or a Reclaim)."""
         if self.runtime.elector is not None:  # None while a refused config keeps it idle
             self.runtime.elector.recheck()
-        self.watch.reconciler.trigger_now()
 
     # -- template-derived settings ----------------------------------------------------
 
@@ -256,11 +262,12 @@ class ControllerReplica:
             check_term=lambda: check_term(self.api_client, term.token),
             record_event=events.record,
             run_deployment=lambda output, only, bootstrap_only=False: self._deploy_via_leader_queue(
-                term, output, only, bootstrap_only
+                pipeline, term, output, only, bootstrap_only
             ),
-            run_publication=lambda: self._via_leader_queue(term, "controller.leader.publish"),
+            run_publication=lambda: self._publish_via_leader_queue(pipeline, term),
             write_fence=self.hub.fence.is_open,
             on_converged=converged,
+            recheck=self._recheck_elector,
             report_warnings=render_warning_reporter(
                 self.runtime.workload_client,
                 self.runtime.identity,
@@ -285,14 +292,31 @@ class ControllerReplica:
                 lambda _pods: pipeline.pods_changed(),
             )
 
-    def _via_leader_queue(self, term: Term, task: str, *args: Any) -> dict[str, Any]:
+    def _via_leader_queue(self, term: Term, task: str, *args: Any) -> dict[str, Any] | None:
         """Run a fenced leader task (it executes in this process, which consumes the leader
-        queue for the term) and wait for its answer."""
+        queue for the term) and wait for its answer. None once this process no longer
+        consumes the leader queue (a graceful stop cancels it before the drain): the task
+        would never run here, so the caller does the work in place."""
         from haptic_site.celery import app
 
+        switch = self.runtime.queue_switch
+        if not switch.consuming:
+            return None
         result = send_leader_task(app, task, term.token, *args)
+        deadline = time.monotonic() + DEPLOY_TASK_TIMEOUT
         try:
-            answer = result.get(timeout=DEPLOY_TASK_TIMEOUT, disable_sync_subtasks=False)
+            while True:
+                try:
+                    answer = result.get(timeout=0.5, disable_sync_subtasks=False)
+                    break
+                except celery.exceptions.TimeoutError:
+                    if time.monotonic() >= deadline:
+                        raise
+                    if not switch.consuming and result.state == "PENDING":
+                        # Sent, not started, and no longer consumed here: the next leader's
+                        # worker refuses it (its token is stale).
+                        log.info("%s %s: leader queue closed before it ran", task, args)
+                        return None
         finally:
             result.forget()
         if answer.get("status") != "done":
@@ -300,7 +324,12 @@ class ControllerReplica:
         return answer
 
     def _deploy_via_leader_queue(
-        self, term: Term, output: Any, only: set[str] | None, bootstrap_only: bool = False
+        self,
+        pipeline: LeaderPipeline,
+        term: Term,
+        output: Any,
+        only: set[str] | None,
+        bootstrap_only: bool = False,
     ) -> dict[str, str]:
         answer = self._via_leader_queue(
             term,
@@ -309,7 +338,13 @@ class ControllerReplica:
             sorted(only) if only else None,
             bootstrap_only,
         )
+        if answer is None:
+            return summarize_outcomes(pipeline.deploy(output, only, bootstrap_only=bootstrap_only))
         return dict(answer.get("pods") or {})
+
+    def _publish_via_leader_queue(self, pipeline: LeaderPipeline, term: Term) -> None:
+        if self._via_leader_queue(term, "controller.leader.publish") is None:
+            pipeline.publish()
 
     def drain_term(self) -> None:
         """Graceful stop while the term still renews: drain, bounded to 15 s."""

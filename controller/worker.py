@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -430,6 +431,8 @@ class TermWork:
             self._stop_one(component)
 
     def drain(self, timeout: float) -> None:
+        """Drain the started components, all within `timeout` (one bound, not one per step)."""
+        deadline = time.monotonic() + timeout
         self._thread.join(timeout)
         with self._lock:
             drains = [c for c in self._started if c.drain is not None]
@@ -448,7 +451,7 @@ class TermWork:
 
         worker = threading.Thread(target=run, name=f"{self._thread.name}-drain", daemon=True)
         worker.start()
-        worker.join(timeout)
+        worker.join(max(0.0, deadline - time.monotonic()))
         if worker.is_alive():
             log.warning("drain of %r did not finish in %.0fs", self.term, timeout)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.client import AgentClient, AgentConflict, AgentError, AgentRejected, AgentState
-from controller.deploy.diff import BOOTSTRAP, Apply, Skip, decide_pod, manifest
+from controller.deploy.diff import BOOTSTRAP, Apply, Skip, decide_pod, manifest, revert_manifest
 from controller.render import RenderOutput
 from controller.retained.fleet import PodReport
 from controller.retained.receipts import PodReceipt, acknowledgement
@@ -231,3 +231,23 @@ class Deployer:
             return PodReport.from_agent_state(pod.name, pod.uid, state.raw, verified)
 
         return list(self._executor.map(read, pods))
+
+    def revert_to_last_known_good(
+        self, pod: HAProxyPod, state: AgentState, holder: str, epoch: int
+    ) -> PodOutcome:
+        """Ask `pod`'s agent to serve its last-known-good plan again (a plan the render gate
+        refused after dispatch; seed 003's RenderGate)."""
+        lkg, applied = state.last_known_good_plan_id, state.applied_plan_id
+        if lkg is None or applied is None or lkg == applied:
+            return PodOutcome(pod, "skipped", state, reason="no other last-known-good plan")
+        client = self.pool.client(pod)
+        body = revert_manifest(lkg, applied, holder, epoch, next(self._sequence))
+        try:
+            result = client.apply(body)
+        except AgentConflict as exc:
+            return PodOutcome(pod, "refused", state, error=str(exc), reason=exc.reason)
+        except AgentError as exc:
+            return PodOutcome(pod, "failed", state, error=str(exc))
+        self._last_state.pop(pod.uid, None)
+        log.info("pod %s: reverted to last-known-good %s", pod.name, lkg)
+        return PodOutcome(pod, result.result, result.state)

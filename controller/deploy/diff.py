@@ -77,3 +77,25 @@ def manifest(
         "runtime_operations": list(decision.runtime_operations),
         "expect_bootstrap": expect_bootstrap,
     }
+
+
+def revert_manifest(
+    last_known_good_plan_id: str,
+    applied_plan_id: str,
+    holder: str,
+    epoch: int,
+    sequence: int,
+) -> dict[str, Any]:
+    """Mode `revert_lkg`: the agent puts its own last-known-good file set back (no files
+    sent; docs/contracts.md). Fenced like any apply: the pod must still have
+    `applied_plan_id` applied."""
+    return {
+        "plan_id": last_known_good_plan_id,
+        "checksum": "",
+        "structure_digest": "",
+        "token": {"holder": holder, "epoch": epoch, "sequence": sequence},
+        "expected_previous_plan_id": applied_plan_id,
+        "mode": "revert_lkg",
+        "files": [],
+        "runtime_operations": [],
+    }

@@ -84,6 +84,11 @@ class DeploymentScheduler(Generic[T]):
         if self._in_flight is not None and self._in_flight.plan_id == plan_id:
             self._in_flight = None
 
+    def withdraw(self, plan_id: str) -> None:
+        """Forget a waiting output (the render gate refused it after it was submitted)."""
+        if self._waiting is not None and self._waiting.plan_id == plan_id:
+            self._waiting = None
+
     def begin_drain(self) -> None:
         """From now on dispatch no plan other than the last one dispatched."""
         self._draining = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client
@@ -11,19 +12,36 @@ from contract import GROUP, VERSION
 
 
 class Objects:
-    """Namespaced custom objects and Secrets as plain dicts, every call with a timeout."""
+    """Namespaced custom objects and Secrets as plain dicts, every call with a timeout.
 
-    def __init__(self, api_client: client.ApiClient, namespace: str, timeout: float = 5.0):
+    `bound(write)`, when given, is asked before every request: it raises to stop the request
+    (a publication past its deadline or term, see controller/term/publisher.py) and returns
+    the seconds left, which then cap the request's timeout.
+    """
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        namespace: str,
+        timeout: float = 5.0,
+        bound: Callable[[bool], float] | None = None,
+    ):
         self.custom = client.CustomObjectsApi(api_client)
         self.core = client.CoreV1Api(api_client)
         self.serialize = api_client.sanitize_for_serialization
         self.namespace = namespace
         self.timeout = timeout
+        self.bound = bound
+
+    def _budget(self, write: bool = False) -> float:
+        if self.bound is None:
+            return self.timeout
+        return max(0.05, min(self.timeout, self.bound(write)))
 
     def get(self, plural: str, name: str) -> dict[str, Any] | None:
         try:
             return self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, plural, name, _request_timeout=self.timeout
+                GROUP, VERSION, self.namespace, plural, name, _request_timeout=self._budget()
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -37,13 +55,13 @@ class Objects:
             self.namespace,
             plural,
             label_selector=label_selector,
-            _request_timeout=self.timeout,
+            _request_timeout=self._budget(),
         )
         return list(result.get("items") or [])
 
     def create(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
         return self.custom.create_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, plural, body, _request_timeout=self.timeout
+            GROUP, VERSION, self.namespace, plural, body, _request_timeout=self._budget(write=True)
         )
 
     def replace(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -54,7 +72,7 @@ class Objects:
             plural,
             body["metadata"]["name"],
             body,
-            _request_timeout=self.timeout,
+            _request_timeout=self._budget(write=True),
         )
 
     def replace_status(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +83,7 @@ class Objects:
             plural,
             body["metadata"]["name"],
             body,
-            _request_timeout=self.timeout,
+            _request_timeout=self._budget(write=True),
         )
 
     def delete(self, plural: str, name: str, uid: str, resource_version: str) -> bool:
@@ -81,7 +99,7 @@ class Objects:
                 plural,
                 name,
                 body=options,
-                _request_timeout=self.timeout,
+                _request_timeout=self._budget(write=True),
             )
         except ApiException as exc:
             if exc.status in (404, 409):
@@ -94,7 +112,7 @@ class Objects:
     def get_secret(self, name: str) -> dict[str, Any] | None:
         try:
             secret = self.core.read_namespaced_secret(
-                name, self.namespace, _request_timeout=self.timeout
+                name, self.namespace, _request_timeout=self._budget()
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -104,19 +122,22 @@ class Objects:
 
     def list_secrets(self, label_selector: str) -> list[dict[str, Any]]:
         result = self.core.list_namespaced_secret(
-            self.namespace, label_selector=label_selector, _request_timeout=self.timeout
+            self.namespace, label_selector=label_selector, _request_timeout=self._budget()
         )
         return [self.serialize(s) for s in result.items]
 
     def create_secret(self, body: dict[str, Any]) -> dict[str, Any]:
         created = self.core.create_namespaced_secret(
-            self.namespace, body, _request_timeout=self.timeout
+            self.namespace, body, _request_timeout=self._budget(write=True)
         )
         return self.serialize(created)
 
     def replace_secret(self, body: dict[str, Any]) -> dict[str, Any]:
         replaced = self.core.replace_namespaced_secret(
-            body["metadata"]["name"], self.namespace, body, _request_timeout=self.timeout
+            body["metadata"]["name"],
+            self.namespace,
+            body,
+            _request_timeout=self._budget(write=True),
         )
         return self.serialize(replaced)
 
@@ -126,7 +147,7 @@ class Objects:
         )
         try:
             self.core.delete_namespaced_secret(
-                name, self.namespace, body=options, _request_timeout=self.timeout
+                name, self.namespace, body=options, _request_timeout=self._budget(write=True)
             )
         except ApiException as exc:
             if exc.status in (404, 409):

@@ -58,6 +58,13 @@ class RecoveryVerdict:
     targets: tuple[str, ...]
     checks: tuple[Check, ...]
 
+    @property
+    def nothing_to_recover(self) -> bool:
+        """Every check passed but one: no pod is bootstrap (every pod is configured and
+        agrees with the checkpoint the intent names)."""
+        failed = [c.name for c in self.checks if not c.passed]
+        return failed == ["bootstrap-targets"]
+
 
 def select_checkpoint(
     intent: DeploymentIntent | None,

@@ -231,6 +231,8 @@ class Harness:
         deployer: Deployer | None = None,
         publish_interval: float = 60.0,
         min_interval: float = 0.05,
+        on_converged: Callable[[RenderOutput], None] | None = None,
+        report_warnings: Callable[[RenderOutput], None] | None = None,
     ) -> LeaderPipeline:
         """A term's pipeline, wired as ControllerReplica._start_term does."""
         token = FencingToken(holder, epoch, self.lease_name, NS)
@@ -258,6 +260,8 @@ class Harness:
             check_term=lambda: check_term(self.client, token),
             record_event=lambda t, r, m: self.events.append((t, r, m)),
             run_deployment=None,
+            on_converged=on_converged,
+            report_warnings=report_warnings,
         )
         self.pipelines.append(pipeline)
         return pipeline
@@ -271,8 +275,8 @@ class Harness:
         """Start the term's threads; wait until the claim is made, and start the publish
         throttle as a publication just now would, so the next receipts sit in it."""
         pipeline.start()
-        wait_for(pipeline._claimed.is_set, 30, "the term's claim")
-        pipeline._last_publish = time.monotonic()
+        wait_for(pipeline.claimed.is_set, 30, "the term's claim")
+        pipeline.publisher.last_publish = time.monotonic()
 
     # -- observations -------------------------------------------------------------------
 

@@ -3,12 +3,12 @@ interleaving hypothesis explores (ADR-0033, "Recheck intent ... after state conf
 
 The decisions are the real ones: `decide_record` (the intent record, conditional for
 recovery) and the agent's `fence` (with the bootstrap expectation). The steps are those of
-`LeaderPipeline.deploy`: recovery checks that no render succeeded, re-stamps the intent only
-while it names the recovered output, and applies expecting a bootstrap pod; the render sets
-its output, records its intent, reads the pod and applies with the plan it read as expected
-previous. Both record-and-apply sequences hold the term's deploy lock; the render sets its
-output before it takes the lock. A foreign writer (an older term) configures the pod at any
-point.
+`Dispatcher.deploy` (controller/term/dispatcher.py): recovery checks that no render
+succeeded, re-stamps the intent only while it names the recovered output, and applies
+expecting a bootstrap pod; the render sets its output, records its intent, reads the pod and
+applies with the plan it read as expected previous. Both record-and-apply sequences hold the
+dispatcher's lock; the render sets its output before it takes the lock. A foreign writer (an
+older term) configures the pod at any point.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def _steps(locked: bool) -> dict[str, list[list]]:
     """Each actor's steps in order; a step is a list of actions run without interruption."""
     recovery = [_check, _recovery_record, _recovery_apply]
     render = [_render_record, _render_read, _render_apply]
-    if locked:  # LeaderPipeline.deploy holds the term's deploy lock around these
+    if locked:  # Dispatcher.deploy holds its dispatch lock around these
         return {"recovery": [recovery], "render": [[_render_set], render], "foreign": [[_foreign]]}
     return {
         "recovery": [[a] for a in recovery],
@@ -166,7 +166,7 @@ def test_recovery_gives_the_pod_its_output_only_while_bootstrap_and_never_record
     assert all(i is not None and i.plan_id == RECOVERED for i in world.recovery_recorded_over)
     assert world.stored.intent is not None and world.stored.intent.plan_id == RENDERED
     if locked:
-        # With the deploy lock, the pod is given the recovered output only while the intent
+        # With the dispatch lock, the pod is given the recovered output only while the intent
         # names it, and it ends on the render (a foreign writer's older epoch is refused, a
         # newer plan it wrote is read before the render applies).
         for _, intent in recovered:

@@ -595,6 +595,6 @@ def test_the_gauge_stays_clear_when_a_render_converges_during_the_recovery_evalu
     harness.start_term(term)
     term.request_render()
     wait_for(fixed.is_set, 60, "recovery evaluating")
-    wait_for(lambda: not term._recovering, 60, "the recovery attempt done")
+    wait_for(lambda: not term.coordinator.recovering, 60, "the recovery attempt done")
     assert _gauge() == 0
     assert not any(reason == "RetainedConfigActive" for _, reason, _ in harness.events)

@@ -35,8 +35,7 @@ def test_the_gate_opens_only_once_every_haproxy_pod_runs_the_render(
             calls.append((output.plan_id, plans))
 
     harness.set_leader("replica-a", 1)
-    pipeline = harness.pipeline("replica-a", 1)
-    pipeline.on_converged = on_converged
+    pipeline = harness.pipeline("replica-a", 1, on_converged=on_converged)
     harness.start_term(pipeline)
     pipeline.request_render()
     first = wait_for(lambda: pipeline.state.last_good, 60, "a render")

@@ -1,0 +1,172 @@
+"""Coordinator: claim the retained-state Lease, then render and gate (seed 003's leader-only
+Coordinator and RenderGate; ADR-0033 "Render gate" and "Freshness across terms";
+docs/term.md "The render gate after dispatch", "Reclaim").
+
+The first render of a term waits for the gate's verdict; later ones are dispatched at once
+while the gate is optimistic, and a refusal that arrives afterwards (`on_verdict`) withdraws
+the output from every use, latches publication, sets the /healthz error, emits an Event and
+has the dispatcher revert the pods that took it to their last-known-good.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from controller.health import RECONCILIATION_COORDINATOR
+from controller.publish.ordinary import OrdinaryPublisher
+from controller.recovery import attempt_recovery
+from controller.render import RenderError, RenderInput, RenderOutput, render
+from controller.rendergate import GateVerdict
+from controller.term.context import TermContext
+from controller.term.dispatcher import LockedScheduler
+from controller.term.host import RecoveryHost
+
+log = logging.getLogger(__name__)
+
+RENDER_FAILED = "RenderFailed"
+
+
+class Coordinator:
+    def __init__(
+        self,
+        ctx: TermContext,
+        scheduler: LockedScheduler,
+        ordinary: OrdinaryPublisher,
+        host: RecoveryHost,
+    ) -> None:
+        self.ctx = ctx
+        self.scheduler = scheduler
+        self.ordinary = ordinary
+        self.host = host
+        self._render_requested = False
+        self._first_render_done = False
+        self._optimistic: set[str] = set()  # checksums dispatched before their verdict
+        self._recovering = False
+        self._recover_again: str | None = None
+
+    @property
+    def recovering(self) -> bool:
+        """A recovery attempt (with its bounded retries) is running."""
+        with self.ctx.wake:
+            return self._recovering
+
+    def request_render(self) -> None:
+        with self.ctx.wake:
+            self._render_requested = True
+            self.ctx.wake.notify_all()
+
+    def run(self) -> None:
+        ctx = self.ctx
+        try:
+            claimed = ctx.store.claim(ctx.term)
+        except Exception as exc:  # without a claim this term may not record intents
+            log.error("term %s could not claim the retained-state Lease: %s", ctx.term, exc)
+            ctx.health.set_error(RECONCILIATION_COORDINATOR, f"claim failed: {exc}")
+            return
+        # A Reclaim lifted the epoch: act under it at once (issue 15, hole 8).
+        ctx.adopt(claimed.term)
+        ctx.claimed.set()
+        self._seed_from_publication()
+        while True:
+            with ctx.wake:
+                while not (self._render_requested or ctx.stopping):
+                    ctx.wake.wait(timeout=1.0)
+                if ctx.stopping:
+                    return
+                self._render_requested = False
+            if not ctx.term_valid():
+                return
+            if not ctx.write_fence():
+                continue
+            self.render_once()
+
+    def _seed_from_publication(self) -> None:
+        """Remember the published output: the pods most likely run it, and rendering with it
+        as the previous plan keeps endpoints in their server slots, so a leader change alone
+        changes (and reloads) nothing."""
+        try:
+            published = self.ordinary.read_output()
+        except Exception as exc:
+            log.info("published output not readable (%s); starting without it", exc)
+            return
+        if published is not None:
+            self.ctx.plans.remember(published)
+            self.ctx.state.seed = published
+
+    def render_once(self) -> None:
+        ctx, state = self.ctx, self.ctx.state
+        kwargs = ctx.snapshot()
+        if not kwargs.get("template_config"):
+            ctx.health.set_error(RECONCILIATION_COORDINATOR, "HAProxyTemplateConfig not found")
+            return
+        basis = state.last_good or state.seed
+        previous = basis.plan if basis else None
+        try:
+            output = render(RenderInput(**kwargs, previous_plan=previous))
+        except RenderError as exc:
+            self.render_failed(str(exc))
+            return
+        if ctx.report_warnings is not None:
+            ctx.report_warnings(output)
+        first = not self._first_render_done
+        verdict = ctx.gate.check_before_dispatch(output, term_first_render=first)
+        self._first_render_done = True
+        if verdict is not None and not verdict.accepted:
+            self.render_failed(f"render gate refused the configuration: {verdict.output}")
+            return
+        if verdict is None:
+            with ctx.wake:
+                self._optimistic.add(output.checksum)
+        if not state.accept(output):
+            self.render_failed(f"render gate refused the configuration of {output.plan_id}")
+            return
+        ctx.health.set_error(RECONCILIATION_COORDINATOR, None)
+        ctx.plans.remember(output)
+        self.scheduler.submit(output.plan_id, output)
+        ctx.notify()
+
+    def on_verdict(self, output: RenderOutput, verdict: GateVerdict) -> None:
+        """The gate's verdict on a render this term dispatched before knowing it."""
+        with self.ctx.wake:
+            if output.checksum not in self._optimistic:
+                return  # waited for (handled in render_once), or another term's render
+            self._optimistic.discard(output.checksum)
+        if verdict.accepted or not self.ctx.alive():
+            return
+        self.ctx.state.refuse(output)
+        self.scheduler.withdraw(output.plan_id)
+        self.render_failed(
+            f"render gate refused the configuration {output.plan_id} after dispatch: "
+            f"{verdict.output}"
+        )
+        self.ctx.notify()  # the dispatcher reverts the pods that took it
+
+    def render_failed(self, message: str) -> None:
+        ctx = self.ctx
+        log.warning("render failed: %s", message)
+        # /healthz keeps the last render error until rendering succeeds; recovery never
+        # clears it (ADR-0033).
+        ctx.health.set_error(RECONCILIATION_COORDINATOR, message)
+        ctx.state.latch()
+        ctx.notice("Warning", RENDER_FAILED, message)
+        if ctx.state.last_good is None:
+            self.recover(message)
+
+    # -- recovery (ADR-0033; controller/recovery.py) -------------------------------------------
+
+    def recover(self, render_error: str) -> None:
+        with self.ctx.wake:
+            if self._recovering:
+                # One attempt (with its bounded retries) at a time; what changed meanwhile
+                # (a pod discovered) gets a fresh attempt when this one ends.
+                self._recover_again = render_error
+                return
+            self._recovering = True
+        attempt_recovery(self.host, render_error, done=self._recovery_done)
+
+    def _recovery_done(self) -> None:
+        with self.ctx.wake:
+            self._recovering = False
+            again, self._recover_again = self._recover_again, None
+        if again is not None and self.ctx.alive() and self.ctx.state.last_good is None:
+            self.recover(again)

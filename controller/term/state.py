@@ -1,0 +1,164 @@
+"""What one leader term knows, shared by its components (docs/term.md).
+
+Every shared fact changes only through a locked operation that says what it takes and what
+it leaves: `take_unsaved(checksum)` removes and returns exactly the receipts it hands out,
+`take_status()` the per-pod status entries, `refuse(output)` withdraws an output from every
+use. A new term starts from nothing (ADR-0033, freshness across terms).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.render import RenderOutput
+from controller.retained.receipts import PodReceipt
+
+
+@dataclass
+class LeaderSettings:
+    deployment_min_interval: float = 0.1
+    publish_interval: float = 10.0
+    drift_interval: float = 60.0
+
+
+@dataclass
+class TermState:
+    """In-memory candidates of one term; read freely, change only through the methods."""
+
+    last_good: RenderOutput | None = None  # last output accepted for dispatch this term
+    seed: RenderOutput | None = None  # the published output, read at the start of the term
+    # (plan ID, checksum) the durable intent names, as the store last answered this term.
+    intended: tuple[str, str] | None = None
+    unsaved: dict[str, PodReceipt] = field(default_factory=dict)  # pod -> newest receipt
+    pending_status: dict[str, dict[str, Any]] = field(default_factory=dict)
+    publication_latched: bool = False  # a failed reconciliation holds publication
+    fleet_checksums: dict[str, str] = field(default_factory=dict)  # pod -> acknowledged
+    refused: set[str] = field(default_factory=set)  # checksums the render gate refused
+    # Outputs the gate refused after they were dispatched: their pods go back to their
+    # last-known-good (the dispatcher takes them).
+    reverts: list[RenderOutput] = field(default_factory=list)
+    _previous_good: RenderOutput | None = field(default=None, repr=False)
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+
+    # -- renders ------------------------------------------------------------------------
+
+    def accept(self, output: RenderOutput) -> bool:
+        """A render passed (or optimistically skipped) the gate: it becomes the output to
+        dispatch and publication resumes. False for an output the gate already refused."""
+        with self.lock:
+            if output.checksum in self.refused:
+                return False
+            if self.last_good is not None and self.last_good.checksum != output.checksum:
+                self._previous_good = self.last_good
+            self.last_good = output
+            self.publication_latched = False
+            return True
+
+    def latch(self) -> None:
+        """Reconciliation failed: hold publication until a render succeeds."""
+        with self.lock:
+            self.publication_latched = True
+
+    def refuse(self, output: RenderOutput) -> bool:
+        """The gate refused `output` after it was accepted: never use it again. The output
+        accepted before it (if not refused too) becomes `last_good` again. True when this
+        term had accepted it (its pods must be reverted)."""
+        with self.lock:
+            if output.checksum in self.refused:
+                return False
+            self.refused.add(output.checksum)
+            self.publication_latched = True
+            self.unsaved = {p: r for p, r in self.unsaved.items() if r.checksum != output.checksum}
+            took = self.last_good is not None and self.last_good.checksum == output.checksum
+            if took:
+                previous = self._previous_good
+                usable = previous is not None and previous.checksum not in self.refused
+                self.last_good = previous if usable else None
+            self.reverts.append(output)
+            return True
+
+    def take_reverts(self) -> list[RenderOutput]:
+        with self.lock:
+            taken, self.reverts = self.reverts, []
+            return taken
+
+    def usable(self, output: RenderOutput | None) -> bool:
+        with self.lock:
+            return output is not None and output.checksum not in self.refused
+
+    # -- the intent -----------------------------------------------------------------------
+
+    def names(self, output: RenderOutput) -> bool:
+        """Whether the durable intent, as this term last recorded it, names `output`."""
+        with self.lock:
+            return self.intended == (output.plan_id, output.checksum)
+
+    def recorded(self, plan_id: str, checksum: str) -> None:
+        with self.lock:
+            self.intended = (plan_id, checksum)
+
+    # -- receipts and status ----------------------------------------------------------------
+
+    def acknowledged(self, receipt: PodReceipt, entry: dict[str, Any]) -> None:
+        """A pod proved it runs `receipt`'s output."""
+        with self.lock:
+            self.unsaved[receipt.pod_name] = receipt
+            self.fleet_checksums[receipt.pod_name] = receipt.checksum
+            self.pending_status[receipt.pod_name] = entry
+
+    def not_acknowledged(self, pod: str, entry: dict[str, Any]) -> None:
+        with self.lock:
+            self.fleet_checksums.pop(pod, None)
+            self.pending_status[pod] = entry
+
+    def consecutive_errors(self, pod: str) -> int:
+        with self.lock:
+            return int(self.pending_status.get(pod, {}).get("consecutiveErrors", 0))
+
+    def acknowledged_by(self, checksum: str) -> set[str]:
+        with self.lock:
+            return {pod for pod, c in self.fleet_checksums.items() if c == checksum}
+
+    def take_unsaved(self, checksum: str) -> list[PodReceipt]:
+        """Remove and return exactly the unsaved receipts for `checksum`, by pod name."""
+        with self.lock:
+            taken = sorted(
+                (r for r in self.unsaved.values() if r.checksum == checksum),
+                key=lambda r: r.pod_name,
+            )
+            for receipt in taken:
+                del self.unsaved[receipt.pod_name]
+            return taken
+
+    def unsaved_checksums(self) -> set[str]:
+        with self.lock:
+            return {r.checksum for r in self.unsaved.values()}
+
+    def put_back_unsaved(self, receipts: Iterable[PodReceipt]) -> None:
+        """Return receipts a failed publication took; a pod's newer receipt wins."""
+        with self.lock:
+            for receipt in receipts:
+                self.unsaved.setdefault(receipt.pod_name, receipt)
+
+    def take_status(self) -> dict[str, dict[str, Any]]:
+        """Remove and return every pending per-pod status entry."""
+        with self.lock:
+            taken, self.pending_status = self.pending_status, {}
+            return taken
+
+    def put_back_status(self, entries: Mapping[str, dict[str, Any]]) -> None:
+        """Return entries a failed publication took; a pod's newer entry wins."""
+        with self.lock:
+            for pod, entry in entries.items():
+                self.pending_status.setdefault(pod, entry)
+
+    def has_unpublished(self) -> bool:
+        with self.lock:
+            return (
+                self.last_good is not None
+                and not self.publication_latched
+                and bool(self.unsaved or self.pending_status)
+            )
