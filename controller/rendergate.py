@@ -135,8 +135,11 @@ class GateState:
 class RenderGate:
     """Runs checks on a worker thread: `submit(output)` returns a Future of the verdict.
 
-    `on_verdict(output, verdict)` is called on the worker thread after the state took the
-    verdict (a refused render: set the render error, emit an Event, revert pods that took it).
+    Two listeners are called on the worker thread after the state took the verdict:
+    `on_verdict(output, verdict)`, the replica's own (the HTTP store settles a pending body),
+    set at construction; and `on_term_verdict`, set by the leader term for its lifetime (a
+    refused render: set the render error, emit an Event, revert pods that took it). Keeping
+    them apart means a term never replaces the replica's listener.
     """
 
     def __init__(
@@ -149,6 +152,7 @@ class RenderGate:
         self.binary = binary
         self.timeout = timeout
         self.on_verdict = on_verdict
+        self.on_term_verdict: Callable[[RenderOutput, GateVerdict], None] | None = None
         self.state = GateState()
         self._lock = threading.Lock()
         self._sequence = 0
@@ -182,11 +186,13 @@ class RenderGate:
             verdict = GateVerdict(False, f"render gate: {exc}", output.plan_id, output.checksum, 0)
         with self._lock:
             self.state.record(sequence, verdict)
-        if self.on_verdict is not None:
+        for listener in (self.on_verdict, self.on_term_verdict):
+            if listener is None:
+                continue
             try:
-                self.on_verdict(output, verdict)
+                listener(output, verdict)
             except Exception:  # a reporting bug must not lose the verdict
-                log.exception("render gate on_verdict callback failed")
+                log.exception("render gate verdict listener failed")
         return verdict
 
     def check_before_dispatch(

@@ -126,7 +126,7 @@ class LeaderPipeline:
 
     def start(self) -> None:
         self.gate.new_term()
-        self.gate.on_verdict = self.coordinator.on_verdict
+        self.gate.on_term_verdict = self.coordinator.on_verdict
         self.scheduler.reset()
         for name, target in (
             ("coordinator", self.coordinator.run),
@@ -171,8 +171,8 @@ class LeaderPipeline:
         # wait on the leader queue return once it is no longer consumed (runtime.py).
         self.publisher.close(deadline)
         self.dispatcher.close(deadline)
-        if self.gate.on_verdict == self.coordinator.on_verdict:
-            self.gate.on_verdict = None
+        if self.gate.on_term_verdict == self.coordinator.on_verdict:
+            self.gate.on_term_verdict = None
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         RETAINED_CONFIG_ACTIVE.set(0)

@@ -95,8 +95,12 @@ class Publisher:
         state = self.ctx.state
         if not state.has_unpublished():
             return
-        output = output or state.last_good
-        assert output is not None
+        # The output the intent names (the last one dispatched), never a newer render still
+        # waiting for dispatch: the published output must be one the fleet was given
+        # (found by the term model, tests/term; docs/term.md).
+        output = output or self._intended_output()
+        if output is None:
+            return  # nothing of this term's was dispatched yet; receipts stay queued
         with self._running:
             self._bound(write=False)
             self.ctx.check_term()
@@ -116,6 +120,17 @@ class Publisher:
         except BaseException:
             state.put_back_status(status)
             raise
+
+    def _intended_output(self) -> RenderOutput | None:
+        state = self.ctx.state
+        with state.lock:
+            intended = state.intended
+        if intended is None:
+            return None
+        output = self.ctx.plans.get(intended[0])
+        if output is None or output.checksum != intended[1] or not state.usable(output):
+            return None
+        return output
 
     def _output_of(self, checksum: str) -> RenderOutput | None:
         with self.ctx.state.lock:

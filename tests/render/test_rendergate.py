@@ -151,3 +151,22 @@ def test_check_before_dispatch_waits_only_when_it_must() -> None:
         assert seen == [(good.plan_id, True), (bad.plan_id, False), (good.plan_id, True)]
     finally:
         gate.close()
+
+
+def test_a_terms_listener_never_replaces_the_replicas_own() -> None:
+    """Found merging the HTTP store with the term split: the term set `gate.on_verdict` for
+    its lifetime and so replaced the replica's listener (the HTTP store never settled a
+    pending body while a term ran). Both hear every verdict; the term's goes with the term."""
+    replica: list[bool] = []
+    term: list[bool] = []
+    gate = RenderGate(on_verdict=lambda out, v: replica.append(v.accepted))
+    try:
+        gate.on_term_verdict = lambda out, v: term.append(v.accepted)
+        gate.submit(render(simple_host())).result(timeout=60)
+        gate.submit(_refused_render()).result(timeout=60)
+        assert replica == [True, False] and term == [True, False]
+        gate.on_term_verdict = None
+        gate.submit(render(simple_host())).result(timeout=60)
+        assert replica == [True, False, True] and term == [True, False]
+    finally:
+        gate.close()

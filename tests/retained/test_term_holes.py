@@ -282,7 +282,7 @@ def test_pods_that_took_a_refused_plan_are_reverted_through_their_agent(
     pipeline = harness.pipeline("replica-a", 1)
     harness.start_term(pipeline)
     plan_a = _render(harness, pipeline, ["a"], agents)
-    report = pipeline.gate.on_verdict
+    report = pipeline.gate.on_term_verdict
     assert report is not None
 
     def refuse_all_but_a(output, verdict) -> None:
@@ -290,7 +290,7 @@ def test_pods_that_took_a_refused_plan_are_reverted_through_their_agent(
             verdict = replace(verdict, accepted=False, output="refused (injected)")
         report(output, verdict)
 
-    pipeline.gate.on_verdict = refuse_all_but_a
+    pipeline.gate.on_term_verdict = refuse_all_but_a
     harness.hosts = ["a", "b"]
     pipeline.request_render()
 
