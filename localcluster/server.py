@@ -754,14 +754,16 @@ class ApiServer:
         pod = self.store.get(rt, ns, name)
         container = podlogs.choose_container(pod, request.query.get("container"))
         path = podlogs.log_path(self.state_dir, ns, name, container) if self.state_dir else None
-        data = path.read_bytes() if path is not None and path.exists() else b""
-        data = podlogs.tail(data, request.query.get("tailLines"))
+        raw = path.read_bytes() if path is not None and path.exists() else b""
+        data = podlogs.tail(raw, request.query.get("tailLines"))
         if not _truthy(request.query.get("follow")):
             return web.Response(body=data, content_type="text/plain")
         response = web.StreamResponse(headers={"Content-Type": "text/plain"})
         await response.prepare(request)
         await response.write(data)
-        offset = path.stat().st_size if path is not None and path.exists() else 0
+        # Follow from what was read, not from the size now: a line appended while the first
+        # part was being sent must not be skipped.
+        offset = len(raw)
         uid = pod["metadata"]["uid"]
         try:
             while not self._stopping.is_set():
