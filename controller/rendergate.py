@@ -26,6 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from controller.metrics import GATE_DURATION
 from controller.render.model import RenderOutput
 
 CHECK_POD_IP = "127.0.0.1"
@@ -184,6 +185,7 @@ class RenderGate:
             verdict = check_output(output, self.binary, self.timeout)
         except (OSError, ValueError) as exc:  # an unwritable tree is a refusal, not a crash
             verdict = GateVerdict(False, f"render gate: {exc}", output.plan_id, output.checksum, 0)
+        GATE_DURATION.observe(verdict.duration_s)
         with self._lock:
             self.state.record(sequence, verdict)
         for listener in (self.on_verdict, self.on_term_verdict):

@@ -21,6 +21,7 @@ from typing import Any
 from kubernetes import client
 from prometheus_client import Gauge
 
+from controller.metrics import RENDER_WARNINGS_TOTAL
 from controller.render.model import REASONS, RenderWarning
 from controller.watch.resources import TEMPLATE_GROUP, TEMPLATE_PLURAL, TEMPLATE_VERSION
 
@@ -80,6 +81,7 @@ def report_warnings(
     reported.intersection_update(current)
     reported.update(new)
     for warning in new:
+        RENDER_WARNINGS_TOTAL.labels(warning.reason).inc()
         if warning.kind in API_VERSIONS and warning.namespace:
             emit(warning)
     return new

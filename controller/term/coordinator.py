@@ -11,8 +11,10 @@ has the dispatcher revert the pods that took it to their last-known-good.
 from __future__ import annotations
 
 import logging
+import time
 
 from controller.health import RECONCILIATION_COORDINATOR
+from controller.metrics import RENDER_DURATION
 from controller.publish.ordinary import OrdinaryPublisher
 from controller.recovery import attempt_recovery
 from controller.render import RenderError, RenderInput, RenderOutput, render
@@ -39,6 +41,7 @@ class Coordinator:
         self.ordinary = ordinary
         self.host = host
         self._render_requested = False
+        self._requested_at: float | None = None  # earliest request no render served yet
         self._first_render_done = False
         self._optimistic: set[str] = set()  # checksums dispatched before their verdict
         self._recovering = False
@@ -53,6 +56,8 @@ class Coordinator:
     def request_render(self) -> None:
         with self.ctx.wake:
             self._render_requested = True
+            if self._requested_at is None:
+                self._requested_at = time.monotonic()
             self.ctx.wake.notify_all()
 
     def run(self) -> None:
@@ -101,8 +106,12 @@ class Coordinator:
             return
         basis = state.last_good or state.seed
         previous = basis.plan if basis else None
+        with ctx.wake:
+            requested_at, self._requested_at = self._requested_at, None
+        started = time.monotonic()
         try:
-            output = render(RenderInput(**kwargs, previous_plan=previous))
+            with RENDER_DURATION.time():
+                output = render(RenderInput(**kwargs, previous_plan=previous))
         except RenderError as exc:
             self.render_failed(str(exc))
             return
@@ -122,6 +131,8 @@ class Coordinator:
             return
         ctx.health.set_error(RECONCILIATION_COORDINATOR, None)
         ctx.plans.remember(output)
+        # haptic_convergence_seconds runs from the request this render served.
+        ctx.state.converging(output.checksum, requested_at or started)
         self.scheduler.submit(output.plan_id, output)
         ctx.notify()
 

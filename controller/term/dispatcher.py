@@ -21,6 +21,7 @@ from typing import Any
 
 from controller.deploy.deployer import PodOutcome
 from controller.deploy.scheduler import DeploymentScheduler, Dispatch, Idle, WaitUntil
+from controller.metrics import CONVERGENCE, DEPLOY_DURATION, count_outcome
 from controller.render import RenderOutput
 from controller.retained.fleet import PodReport
 from controller.retained.receipts import PodReceipt, acknowledgement
@@ -214,6 +215,7 @@ class Dispatcher:
             if not self._record_intent(output, only_if_named=bootstrap_only):
                 return []
             self._known_pods |= {p.name for p in ctx.targets()}
+            started = time.monotonic()
             outcomes = ctx.deployer.deploy(
                 output,
                 ctx.targets(only),
@@ -224,6 +226,7 @@ class Dispatcher:
                 bootstrap_only=bootstrap_only,
             )
             self.last_deploy_at = time.monotonic()
+            DEPLOY_DURATION.observe(self.last_deploy_at - started)
             self._absorb(output, outcomes)
         if output is ctx.state.last_good:
             self.maybe_converged(output)
@@ -280,6 +283,9 @@ class Dispatcher:
         pods = {p.name for p in ctx.targets()}
         if pods and pods <= ctx.state.acknowledged_by(output.checksum):
             RETAINED_CONFIG_ACTIVE.set(0)
+            requested_at = ctx.state.converged(output.checksum)
+            if requested_at is not None:
+                CONVERGENCE.observe(time.monotonic() - requested_at)
             if ctx.on_converged is None:
                 return
             try:
@@ -296,6 +302,7 @@ class Dispatcher:
     def _absorb(self, output: RenderOutput, outcomes: Sequence[PodOutcome]) -> None:
         now = _now()
         for outcome in outcomes:
+            count_outcome(outcome.pod.name, outcome.action)
             entry: dict[str, Any] = {"podUID": outcome.pod.uid, "deployedAt": now}
             receipt = outcome.receipt(output)
             if receipt is not None:

@@ -40,6 +40,8 @@ class TermState:
     # Outputs the gate refused after they were dispatched: their pods go back to their
     # last-known-good (the dispatcher takes them).
     reverts: list[RenderOutput] = field(default_factory=list)
+    # checksum -> monotonic time of the render request it serves (haptic_convergence_seconds)
+    requested_at: dict[str, float] = field(default_factory=dict)
     _previous_good: RenderOutput | None = field(default=None, repr=False)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
@@ -117,6 +119,17 @@ class TermState:
     def consecutive_errors(self, pod: str) -> int:
         with self.lock:
             return int(self.pending_status.get(pod, {}).get("consecutiveErrors", 0))
+
+    def converging(self, checksum: str, requested_at: float) -> None:
+        """A render of `checksum` serving a request made at `requested_at` was dispatched;
+        the earliest unconverged request counts."""
+        with self.lock:
+            self.requested_at.setdefault(checksum, requested_at)
+
+    def converged(self, checksum: str) -> float | None:
+        """Every pod acknowledged `checksum`: the request time, once (None after)."""
+        with self.lock:
+            return self.requested_at.pop(checksum, None)
 
     def acknowledged_by(self, checksum: str) -> set[str]:
         with self.lock:

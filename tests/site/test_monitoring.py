@@ -19,7 +19,9 @@ def _exported() -> set[str]:
     """Sample names on a controller's /metrics (the process-wide registry it serves)."""
     # Importing registers their metrics (haptic_retained_config_active lives in leader).
     import controller.leader
+    import controller.metrics
     import controller.reconciler
+    import controller.render.warnings
     import controller.watch.metrics  # noqa: F401
     from controller.election.metrics import default_metrics as election_metrics
     from controller.hub.metrics import default_metrics as hub_metrics
