@@ -78,6 +78,7 @@ class FleetView(ViewerRequired):
             "term": LeadershipTerm.objects.filter(ended_at__isnull=True).first(),
             "hubs": HubStatus.objects.all(),
             "mirror": MirrorState.objects.all(),
+            "render_warnings": queries.render_summary().count,
             "open_reviews": RecoveryReview.objects.filter(
                 status__in=["requested", "evaluating", "eligible", "approved", "running"]
             ).count(),
@@ -213,6 +214,26 @@ class EventsView(ViewerRequired):
     def get(self, request: HttpRequest) -> HttpResponse:
         filterset = filtersets.KubeEventFilterSet(request.GET, queryset=KubeEvent.objects.all())
         return self.render(request, {"page": _page(request, filterset.qs), "filter": filterset})
+
+
+class WarningsView(ViewerRequired):
+    """The last render's warnings: the summary's counts, and each object's current Event."""
+
+    template_name = "dashboard/warnings.html"
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        summary = queries.render_summary()
+        filterset = filtersets.RenderWarningFilterSet(
+            request.GET, queryset=queries.current_render_warnings(summary)
+        )
+        context = {
+            "summary": summary,
+            "reasons": sorted(summary.reasons.items()),
+            "hubs": HubStatus.objects.all(),
+            "page": _page(request, filterset.qs),
+            "filter": filterset,
+        }
+        return self.render(request, context)
 
 
 class HubView(ViewerRequired):
