@@ -9,11 +9,15 @@ of when it was last seen. An Event is current when:
 
 - its reason has a non-zero count in the last summary of any template config, and
 - when the summary lists every warning (count <= the texts it carries), its text is listed;
-- and it is the newest Event of its object and reason (older copies are history).
+- and it is the newest Event of the same warning (object, reason and message): a new term
+  reports a persisting warning again, and the older copies are history.
 
-An Event older than the summary is still current when the summary names it: a warning that
-persists is not reported again. Beyond the first ten the rule can only check the reason, so
-a warning that went away is shown while others of its reason remain (the page says so).
+The summary's text has no reason; messages name their problem (every one in
+controller/render does), so a text matches one warning. An Event older than the summary is
+still current when the summary names it: a warning that persists is not reported again.
+Beyond the first ten the rule can only check the reason, so a warning that went away is
+shown while others of its reason remain (the page says so). No summary mirrored means no
+current warning.
 """
 
 from __future__ import annotations
@@ -71,13 +75,13 @@ def text_of(event: WarningEvent) -> str:
 
 def current_ids(summary: Summary, events: Sequence[WarningEvent]) -> list[int]:
     """Ids of the Events describing a warning of the last render (the rule above)."""
-    newest: dict[tuple[str, str, str, str], WarningEvent] = {}
+    newest: dict[tuple[str, ...], WarningEvent] = {}
     for event in events:
         if event.reason not in REASONS or summary.reasons.get(event.reason, 0) <= 0:
             continue
         if summary.complete and text_of(event) not in summary.texts:
             continue
-        key = (event.kind, event.namespace, event.name, event.reason)
+        key = (event.kind, event.namespace, event.name, event.reason, event.message)
         held = newest.get(key)
         if held is None or _order(event) > _order(held):
             newest[key] = event

@@ -130,7 +130,7 @@ class KubeEventViewSet(BaseReadOnlyViewSet):
 
 class RenderWarningViewSet(ContractMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
     """The objects the last render left out or degraded, with their reasons (one row per
-    object and reason; checkpoints/warnings.py says which Events count as current)."""
+    warning; checkpoints/warnings.py says which Events count as current)."""
 
     permission_classes = [IsViewer]
     serializer_class = s.RenderWarningSerializer
