@@ -61,6 +61,14 @@ def _page(request: HttpRequest, queryset: Any) -> Any:
     return Paginator(queryset, PAGE_SIZE).get_page(request.GET.get("page"))
 
 
+def _filters_of(request: HttpRequest) -> str:
+    """The query string without its page number, for a pager's links to keep the filters."""
+    query = request.GET.copy()
+    query.pop("page", None)
+    query.pop("fragment", None)
+    return query.urlencode()
+
+
 class FleetView(ViewerRequired):
     template_name = "dashboard/fleet.html"
     fragment_template_name = "dashboard/_fleet.html"
@@ -140,14 +148,11 @@ class CheckpointListView(ViewerRequired):
                 and checkpoint.plan_id == intent.plan_id
                 and checkpoint.checksum == intent.checksum
             )
-        query = request.GET.copy()
-        query.pop("page", None)
-        query.pop("fragment", None)
         context = {
             "page": page,
             "filter": filterset,
             "intent": intent,
-            "query": query.urlencode(),
+            "query": _filters_of(request),
         }
         return self.render(request, context)
 
@@ -232,6 +237,8 @@ class WarningsView(ViewerRequired):
             "hubs": HubStatus.objects.all(),
             "page": _page(request, filterset.qs),
             "filter": filterset,
+            # The filters, kept by the pager's links.
+            "query": _filters_of(request),
         }
         return self.render(request, context)
 

@@ -216,3 +216,10 @@ def test_warnings_page_shows_the_last_render_and_filters(viewer: Any) -> None:
     by_namespace = client.get("/warnings/?namespace=shop&kind=Ingress").content.decode()
     assert warnings["missing"].message in by_namespace
     assert warnings["conflict"].message not in by_namespace
+
+
+def test_warnings_pager_keeps_the_filters(viewer: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr("dashboard.views.PAGE_SIZE", 1)
+    f.render_warnings()
+    page = login(viewer).get("/warnings/?kind=Ingress").content.decode()
+    assert 'href="?kind=Ingress&amp;page=2"' in page
