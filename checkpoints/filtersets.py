@@ -132,6 +132,14 @@ class KubeEventFilterSet(django_filters.FilterSet):
         fields = ["reason", "type", "involved_kind", "involved_name", "namespace"]
 
 
+class RenderWarningFilterSet(django_filters.FilterSet):
+    kind = django_filters.CharFilter(field_name="involved_kind")
+
+    class Meta:
+        model = KubeEvent
+        fields = ["reason", "kind", "namespace"]
+
+
 class RecoveryReviewFilterSet(django_filters.FilterSet):
     class Meta:
         model = RecoveryReview

@@ -336,7 +336,8 @@ def hub_row(template_config: dict[str, Any]) -> dict[str, Any]:
     "standalone" (the default, inert mode of seed 004).
     """
     meta = _meta(template_config)
-    active = (template_config.get("status") or {}).get("activeController") or {}
+    status = template_config.get("status") or {}
+    active = status.get("activeController") or {}
     mode = (meta.get("annotations") or {}).get(HUB_MODE_ANNOTATION) or (
         "ha" if active.get("activeIdentity") else "standalone"
     )
@@ -348,6 +349,7 @@ def hub_row(template_config: dict[str, Any]) -> dict[str, Any]:
         "active_identity": active.get("activeIdentity", ""),
         "endpoint": active.get("endpoint", ""),
         "last_updated": parse_time(active.get("lastUpdated")),
+        "render_warnings": status.get("renderWarnings") or {},
     }
 
 

@@ -236,6 +236,8 @@ class HubStatus(models.Model):
     endpoint = models.CharField(max_length=1024, blank=True)
     last_updated = models.DateTimeField(null=True, blank=True)
     lease_renew_time = models.DateTimeField(null=True, blank=True)
+    # status.renderWarnings as the leader last wrote it: count, per reason, first ten.
+    render_warnings = models.JSONField(default=dict, blank=True)
     observed_at = models.DateTimeField(auto_now=True)
 
     class Meta:

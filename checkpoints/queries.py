@@ -6,8 +6,10 @@ from typing import Any
 
 from django.db.models import F, OuterRef, QuerySet, Subquery
 
+from checkpoints import warnings
 from checkpoints.diff import FileVersion, file_diffs
-from checkpoints.models import Checkpoint, DeploymentIntent, PodReceipt
+from checkpoints.models import Checkpoint, DeploymentIntent, HubStatus, KubeEvent, PodReceipt
+from controller.render.model import REASONS
 
 
 def fleet() -> QuerySet[PodReceipt]:
@@ -55,4 +57,22 @@ def checkpoint_of(plan_id: str, checksum: str) -> Checkpoint | None:
         Checkpoint.objects.filter(plan_id=plan_id, checksum=checksum)
         .order_by("-created_at", "-id")
         .first()
+    )
+
+
+def render_summary() -> warnings.Summary:
+    """The last render's warning summary, over every mirrored template config."""
+    return warnings.merge_summaries(HubStatus.objects.values_list("render_warnings", flat=True))
+
+
+def current_render_warnings(summary: warnings.Summary | None = None) -> QuerySet[KubeEvent]:
+    """The mirrored warning Events of the last render (checkpoints/warnings.py says which)."""
+    summary = summary or render_summary()
+    fields = ("id", "involved_kind", "namespace", "involved_name", "reason", "message")
+    rows = KubeEvent.objects.filter(type="Warning", reason__in=REASONS).values_list(
+        *fields, "last_timestamp"
+    )
+    ids = warnings.current_ids(summary, [warnings.WarningEvent(*row) for row in rows])
+    return KubeEvent.objects.filter(id__in=ids).order_by(
+        "reason", "involved_kind", "namespace", "involved_name", "id"
     )

@@ -13,6 +13,7 @@ urlpatterns = [
     path("timeline/", timeline_views.TimelineView.as_view(), name="timeline"),
     path("records/<str:kind>/<int:pk>/", timeline_views.RecordView.as_view(), name="record"),
     path("events/", views.EventsView.as_view(), name="events"),
+    path("warnings/", views.WarningsView.as_view(), name="warnings"),
     path("hub/", views.HubView.as_view(), name="hub"),
     path("reviews/", views.ReviewListView.as_view(), name="reviews"),
     path("reviews/<int:pk>/", views.ReviewDetailView.as_view(), name="review"),

@@ -61,6 +61,14 @@ def _page(request: HttpRequest, queryset: Any) -> Any:
     return Paginator(queryset, PAGE_SIZE).get_page(request.GET.get("page"))
 
 
+def _filters_of(request: HttpRequest) -> str:
+    """The query string without its page number, for a pager's links to keep the filters."""
+    query = request.GET.copy()
+    query.pop("page", None)
+    query.pop("fragment", None)
+    return query.urlencode()
+
+
 class FleetView(ViewerRequired):
     template_name = "dashboard/fleet.html"
     fragment_template_name = "dashboard/_fleet.html"
@@ -78,6 +86,7 @@ class FleetView(ViewerRequired):
             "term": LeadershipTerm.objects.filter(ended_at__isnull=True).first(),
             "hubs": HubStatus.objects.all(),
             "mirror": MirrorState.objects.all(),
+            "render_warnings": queries.render_summary().count,
             "open_reviews": RecoveryReview.objects.filter(
                 status__in=["requested", "evaluating", "eligible", "approved", "running"]
             ).count(),
@@ -139,14 +148,11 @@ class CheckpointListView(ViewerRequired):
                 and checkpoint.plan_id == intent.plan_id
                 and checkpoint.checksum == intent.checksum
             )
-        query = request.GET.copy()
-        query.pop("page", None)
-        query.pop("fragment", None)
         context = {
             "page": page,
             "filter": filterset,
             "intent": intent,
-            "query": query.urlencode(),
+            "query": _filters_of(request),
         }
         return self.render(request, context)
 
@@ -213,6 +219,28 @@ class EventsView(ViewerRequired):
     def get(self, request: HttpRequest) -> HttpResponse:
         filterset = filtersets.KubeEventFilterSet(request.GET, queryset=KubeEvent.objects.all())
         return self.render(request, {"page": _page(request, filterset.qs), "filter": filterset})
+
+
+class WarningsView(ViewerRequired):
+    """The last render's warnings: the summary's counts, and each object's current Event."""
+
+    template_name = "dashboard/warnings.html"
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        summary = queries.render_summary()
+        filterset = filtersets.RenderWarningFilterSet(
+            request.GET, queryset=queries.current_render_warnings(summary)
+        )
+        context = {
+            "summary": summary,
+            "reasons": sorted(summary.reasons.items()),
+            "hubs": HubStatus.objects.all(),
+            "page": _page(request, filterset.qs),
+            "filter": filterset,
+            # The filters, kept by the pager's links.
+            "query": _filters_of(request),
+        }
+        return self.render(request, context)
 
 
 class HubView(ViewerRequired):

@@ -178,6 +178,19 @@ class KubeEventSerializer(serializers.ModelSerializer):
         fields = "__all__"
 
 
+class RenderWarningSerializer(serializers.ModelSerializer):
+    """A warning of the last render: the object, why, and the Event that reported it."""
+
+    kind = serializers.CharField(source="involved_kind", read_only=True)
+    name = serializers.CharField(source="involved_name", read_only=True)
+    event = serializers.CharField(source="name", read_only=True)
+    last_seen = serializers.DateTimeField(source="last_timestamp", read_only=True, allow_null=True)
+
+    class Meta:
+        model = KubeEvent
+        fields = ["id", "kind", "namespace", "name", "reason", "message", "last_seen", "event"]
+
+
 class HubStatusSerializer(serializers.ModelSerializer):
     class Meta:
         model = HubStatus

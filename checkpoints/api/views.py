@@ -128,6 +128,19 @@ class KubeEventViewSet(BaseReadOnlyViewSet):
     ordering_fields = ["last_timestamp", "count"]
 
 
+class RenderWarningViewSet(ContractMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+    """The objects the last render left out or degraded, with their reasons (one row per
+    warning; checkpoints/warnings.py says which Events count as current)."""
+
+    permission_classes = [IsViewer]
+    serializer_class = s.RenderWarningSerializer
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = filtersets.RenderWarningFilterSet
+
+    def get_queryset(self) -> Any:
+        return queries.current_render_warnings()
+
+
 class HubStatusViewSet(BaseReadOnlyViewSet):
     queryset = HubStatus.objects.all()
     serializer_class = s.HubStatusSerializer

@@ -9,6 +9,10 @@ import json
 import uuid
 from typing import Any
 
+from checkpoints import store
+from controller.render.model import RenderWarning
+from controller.render.warnings import event_body, warnings_summary
+
 NS = "haptic"
 TEMPLATE_UID = "11111111-2222-3333-4444-555555555555"
 GROUP = "haproxy-haptic.org"
@@ -255,3 +259,40 @@ def event(
         "firstTimestamp": "2026-11-30T08:00:00Z",
         "lastTimestamp": f"2026-11-30T08:{count:02d}:00Z",
     }
+
+
+def warning_event(warning: RenderWarning, at: str, identity: str = "haptic-0") -> dict[str, Any]:
+    """The Event the leader writes for a RenderWarning (controller/render/warnings.py), as the
+    API server returns it (uid, resourceVersion, timestamps of `at`)."""
+    body = event_body(warning, identity)
+    body["metadata"] |= {"uid": str(uuid.uuid4()), "resourceVersion": "1"}
+    body |= {"apiVersion": "v1", "kind": "Event", "firstTimestamp": at, "lastTimestamp": at}
+    return body
+
+
+def template_config(status: dict[str, Any]) -> dict[str, Any]:
+    """The HAProxyTemplateConfig with a status (renderWarnings, activeController...)."""
+    return {
+        "apiVersion": f"{GROUP}/v1alpha1",
+        "kind": "HAProxyTemplateConfig",
+        "metadata": {"name": "haptic", "namespace": NS, "uid": TEMPLATE_UID},
+        "status": status,
+    }
+
+
+def render_warnings() -> dict[str, Any]:
+    """Mirror a render's warnings: two current (the summary names them) and one stale (an
+    Event from an earlier render that the last summary no longer names). Returns them."""
+    missing = RenderWarning(
+        "Ingress", "shop", "web", "ServiceNotFound", "service shop/web-svc not found"
+    )
+    conflict = RenderWarning(
+        "Ingress", "blog", "www", "RouteConflict", "host www.example/ already routed by blog/old"
+    )
+    stale = RenderWarning("Secret", "shop", "tls", "InvalidSecret", "tls.key is not a PEM key")
+    store.apply_event(warning_event(stale, "2026-11-30T07:00:00Z"))
+    for warning in (missing, conflict):
+        store.apply_event(warning_event(warning, "2026-11-30T08:00:00Z"))
+    summary = warnings_summary([missing, conflict])
+    store.apply_template_config(template_config({"renderWarnings": summary}))
+    return {"missing": missing, "conflict": conflict, "stale": stale, "summary": summary}

@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 
 from checkpoints import store
 from checkpoints.models import Checkpoint, RecoveryReview, RecoveryVerdict
+from controller.render.warnings import warnings_summary
 from tests.site import factories as f
 from tests.site.conftest import token_client
 
@@ -23,6 +24,7 @@ LISTS = [
     "/api/v1/fleet/",
     "/api/v1/terms/",
     "/api/v1/events/",
+    "/api/v1/render-warnings/",
     "/api/v1/hub-status/",
     "/api/v1/mirror-state/",
     "/api/v1/recovery-reviews/",
@@ -232,3 +234,34 @@ def test_odd_but_valid_time_offsets_are_normalised(viewer_api: APIClient, histor
     )
     assert earliest.status_code == 200
     assert earliest.json()["count"] == Checkpoint.objects.count() == 2
+
+
+def test_render_warnings_lists_the_last_render_filtered(viewer_api: APIClient) -> None:
+    warnings = f.render_warnings()
+
+    def names(query: str = "") -> list[tuple[str, str, str]]:
+        response = viewer_api.get("/api/v1/render-warnings/" + query)
+        assert response.status_code == 200, response.content
+        return [(r["reason"], r["namespace"], r["name"]) for r in response.json()["results"]]
+
+    body = viewer_api.get("/api/v1/render-warnings/").json()
+    assert body["count"] == 2  # the stale Secret's Event is not current
+    first = body["results"][0]
+    assert first["kind"] == "Ingress" and first["message"] == warnings["conflict"].message
+    assert first["last_seen"].startswith("2026-11-30T08:00:00")
+    assert names() == [("RouteConflict", "blog", "www"), ("ServiceNotFound", "shop", "web")]
+    assert names("?reason=ServiceNotFound") == [("ServiceNotFound", "shop", "web")]
+    assert names("?namespace=blog") == [("RouteConflict", "blog", "www")]
+    assert names("?kind=Secret") == []
+    assert names("?limit=1&offset=1") == [("ServiceNotFound", "shop", "web")]
+    assert viewer_api.get("/api/v1/render-warnings/?limit=0").status_code == 400
+
+
+def test_render_warning_gone_from_the_summary_is_not_current(viewer_api: APIClient) -> None:
+    warnings = f.render_warnings()
+    store.apply_template_config(f.template_config({"renderWarnings": {"count": 0}}))
+    assert viewer_api.get("/api/v1/render-warnings/").json()["count"] == 0
+    rest = [warnings["missing"]]
+    store.apply_template_config(f.template_config({"renderWarnings": warnings_summary(rest)}))
+    body = viewer_api.get("/api/v1/render-warnings/").json()
+    assert [r["name"] for r in body["results"]] == ["web"]

@@ -173,3 +173,17 @@ def test_pod_page_shows_its_state_every_receipt_and_the_diff_to_the_intent(
     page.goto(f"{live_server.url}/pods/haproxy-0/")
     expect(page.locator("#pod-intent")).to_have_text("matches")
     assert page.goto(f"{live_server.url}/pods/nobody/").status == 404
+
+
+def test_fleet_page_links_to_the_last_renders_warnings(page: Page, live_server: Any) -> None:
+    warnings = f.render_warnings()
+    page.goto(f"{live_server.url}/")
+    link = page.locator("#render-warnings")
+    expect(link).to_have_text("2")
+    link.click()
+    expect(page).to_have_url(re.compile(r"/warnings/$"))
+    row = page.locator("table.warnings tr", has_text=warnings["missing"].message)
+    expect(row).to_contain_text("ServiceNotFound")
+    expect(row).to_contain_text("Ingress shop/web")
+    expect(page.locator("table.warnings")).not_to_contain_text(warnings["stale"].message)
+    page.screenshot(path=str(ARTIFACTS / "20-render-warnings.png"), full_page=True)

@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 
 from checkpoints.models import AuditLog, Checkpoint, RecoveryReview
+from tests.site import factories as f
 
 pytestmark = pytest.mark.django_db
 
@@ -16,6 +17,7 @@ PAGES = [
     "/checkpoints/",
     "/terms/",
     "/events/",
+    "/warnings/",
     "/hub/",
     "/reviews/",
     "/audit/",
@@ -197,3 +199,27 @@ def test_obtain_token_with_credentials(viewer: Any) -> None:
     bad = Client().post("/api/auth/token/", {"username": "vera", "password": "wrong"})
     assert bad.status_code == 401 and bad.headers["WWW-Authenticate"] == "Token"
     assert Client().post("/api/auth/token/", {"username": "vera"}).status_code == 400
+
+
+def test_warnings_page_shows_the_last_render_and_filters(viewer: Any) -> None:
+    warnings = f.render_warnings()
+    client = login(viewer)
+    fleet = client.get("/").content.decode()
+    assert 'id="render-warnings" href="/warnings/">2</a>' in fleet
+    page = client.get("/warnings/").content.decode()
+    assert warnings["missing"].message in page and warnings["conflict"].message in page
+    assert warnings["stale"].message not in page  # an earlier render's Event is history
+    assert "2026-11-30T08:00:00+00:00" in page  # last seen, from the Event
+    by_reason = client.get("/warnings/?reason=RouteConflict").content.decode()
+    assert warnings["conflict"].message in by_reason
+    assert warnings["missing"].message not in by_reason
+    by_namespace = client.get("/warnings/?namespace=shop&kind=Ingress").content.decode()
+    assert warnings["missing"].message in by_namespace
+    assert warnings["conflict"].message not in by_namespace
+
+
+def test_warnings_pager_keeps_the_filters(viewer: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr("dashboard.views.PAGE_SIZE", 1)
+    f.render_warnings()
+    page = login(viewer).get("/warnings/?kind=Ingress").content.decode()
+    assert 'href="?kind=Ingress&amp;page=2"' in page

@@ -30,6 +30,7 @@ def test_schema_validates_against_the_openapi_spec() -> None:
         "/api/v1/fleet/",
         "/api/v1/terms/",
         "/api/v1/events/",
+        "/api/v1/render-warnings/",
         "/api/v1/hub-status/",
         "/api/v1/recovery-reviews/",
         "/api/v1/recovery-reviews/{id}/approve/",
