@@ -6,9 +6,6 @@ about where a field lives in Kubernetes (docs/contracts.md) is tested without a 
 
 from __future__ import annotations
 
-import base64
-import binascii
-import gzip
 import hashlib
 import json
 from datetime import datetime
@@ -16,12 +13,16 @@ from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
-GROUP = "haproxy-haptic.org"
-ROLE_LABEL = f"{GROUP}/role"
-TEMPLATE_UID_LABEL = f"{GROUP}/template-uid"
-EPOCH_ANNOTATION = f"{GROUP}/epoch"
-CLAIM_ANNOTATION = f"{GROUP}/claim"
-INTENT_ANNOTATION = f"{GROUP}/deployment-intent"
+from contract import (
+    CLAIM_ANNOTATION,
+    EPOCH_ANNOTATION,
+    GROUP,
+    INTENT_ANNOTATION,
+    ROLE_LABEL,
+    TEMPLATE_UID_LABEL,
+    unpack,
+)
+
 HUB_MODE_ANNOTATION = f"{GROUP}/hub-mode"
 
 AUX_KINDS = {
@@ -55,8 +56,8 @@ def decode_content(content: str, compressed: bool) -> str:
     if not compressed:
         return content
     try:
-        return gzip.decompress(base64.b64decode(content, validate=True)).decode("utf-8")
-    except (binascii.Error, OSError, UnicodeDecodeError, ValueError):
+        return unpack(content).decode("utf-8")
+    except (OSError, UnicodeDecodeError, ValueError):
         return content
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -111,3 +113,33 @@ def history(db: Any) -> dict[str, Any]:
     store.apply_lease(f.retained_lease(plan, checksum, 3))
     store.apply_event(f.event("RetainedConfigActive", "using checksum " + checksum))
     return {"old": old, "new": new, "plan": plan, "checksum": checksum}
+
+
+@pytest.fixture
+def page(live_server: Any, viewer: User, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A headless Chromium page (Debian's /usr/bin/chromium) signed in as a viewer, on the
+    fleet page; the browser tests of every page share it."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.site.test_browser import ARTIFACTS, CHROMIUM
+
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # ORM calls in Playwright's thread
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        try:
+            tab = browser.new_page(viewport={"width": 1400, "height": 900})
+            tab.set_default_timeout(30_000)
+            tab.goto(f"{live_server.url}/accounts/login/")
+            tab.fill("#id_username", viewer.username)
+            tab.fill("#id_password", PASSWORD)
+            tab.click("button[type=submit]")
+            expect(tab.locator("nav")).to_contain_text(viewer.username)
+            yield tab
+        finally:
+            browser.close()

@@ -13,7 +13,6 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.site.test_browser import ARTIFACTS
-from tests.site.test_browser_pages import page  # noqa: F401  (the signed-in browser page)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
@@ -32,7 +31,7 @@ NAV = {
 
 
 def test_every_page_of_the_navigation_opens_in_the_browser(
-    page: Page,  # noqa: F811
+    page: Page,
     live_server: Any,
     history: dict[str, Any],
 ) -> None:

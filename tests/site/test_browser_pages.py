@@ -6,50 +6,22 @@ Needs Debian's chromium (/usr/bin/chromium); screenshots go to test-artifacts/si
 
 from __future__ import annotations
 
-import os
 import re
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from checkpoints import store
 from checkpoints.mirror import Mirror
 from checkpoints.models import AuditLog, Checkpoint, MirrorState
 from localcluster.testing import ApiServer
 from tests.site import factories as f
-from tests.site.conftest import PASSWORD
-from tests.site.test_browser import ARTIFACTS, CHROMIUM
+from tests.site.test_browser import ARTIFACTS
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
-
-
-@pytest.fixture
-def page(live_server: Any, viewer: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Page]:
-    """A browser page signed in as a viewer."""
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        try:
-            tab = browser.new_page(viewport={"width": 1400, "height": 900})
-            tab.set_default_timeout(30_000)
-            tab.goto(f"{live_server.url}/accounts/login/")
-            tab.fill("#id_username", viewer.username)
-            tab.fill("#id_password", PASSWORD)
-            tab.click("button[type=submit]")
-            expect(tab.locator("nav")).to_contain_text(viewer.username)
-            yield tab
-        finally:
-            browser.close()
 
 
 def test_mirror_table_shows_an_error_with_its_time_only_while_it_is_current(

@@ -6,48 +6,28 @@ download), as in tests/site/test_browser.py. Screenshots go to test-artifacts/si
 
 from __future__ import annotations
 
-import os
 import re
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from checkpoints import store
 from checkpoints.models import LeadershipTerm
 from tests.site import factories as f
-from tests.site.conftest import PASSWORD
-from tests.site.test_browser import ARTIFACTS, CHROMIUM
+from tests.site.test_browser import ARTIFACTS
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
 
 @pytest.fixture
-def page(live_server: Any, viewer: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Page]:
-    """A signed-in viewer's browser page."""
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # ORM calls in Playwright's thread
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        try:
-            tab = browser.new_page(viewport={"width": 1400, "height": 900})
-            tab.set_default_timeout(30_000)
-            tab.goto(f"{live_server.url}/accounts/login/?next=/timeline/")
-            tab.fill("#id_username", viewer.username)
-            tab.fill("#id_password", PASSWORD)
-            tab.click("button[type=submit]")
-            expect(tab).to_have_url(f"{live_server.url}/timeline/")
-            yield tab
-        finally:
-            browser.close()
+def page(page: Page, live_server: Any) -> Page:
+    """The signed-in page (tests/site/conftest.py), opened on the timeline."""
+    page.goto(f"{live_server.url}/timeline/")
+    expect(page).to_have_url(f"{live_server.url}/timeline/")
+    return page
 
 
 def shown_range(page: Page) -> tuple[datetime, datetime]:
