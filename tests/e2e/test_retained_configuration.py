@@ -330,9 +330,9 @@ def set_pointers(system: System, entries: list[dict]) -> None:
 
 def new_pod_stays_bootstrap(system: System, seconds: float = 8.0) -> str:
     """Scale to one more pod; it must stay without a plan and not Ready."""
-    count = len(system.haproxy_pods(ready_only=False))
-    system.scale("haproxy", count + 1)
+    # The pods before scaling: read after it, a fast new pod was counted as old (seen once).
     old = {p.metadata.name for p in system.haproxy_pods(ready_only=False)}
+    system.scale("haproxy", len(old) + 1)
     pod = wait_for(
         lambda: next(
             (
