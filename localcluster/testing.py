@@ -73,6 +73,14 @@ def _launch(
     return proc, url, admin_url
 
 
+def kubeconfig_client(kubeconfig: Path) -> kubernetes.client.ApiClient:
+    """A fresh client built from a kubeconfig file, as the controller builds its own; the
+    local and the real cluster's test handles share it."""
+    config = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(config_file=str(kubeconfig), client_configuration=config)
+    return kubernetes.client.ApiClient(config)
+
+
 class ApiServer:
     """A `python -m localcluster serve` process on a free port, with its kubeconfig."""
 
@@ -140,11 +148,7 @@ class ApiServer:
 
     def api_client(self) -> kubernetes.client.ApiClient:
         """A fresh client for this server, as `load_kube_config` on its kubeconfig builds it."""
-        config = kubernetes.client.Configuration()
-        kubernetes.config.load_kube_config(
-            config_file=str(self.kubeconfig), client_configuration=config
-        )
-        return kubernetes.client.ApiClient(config)
+        return kubeconfig_client(self.kubeconfig)
 
     def node(self, state_dir: Path | None = None) -> Any:
         """The local node for this server (not started)."""

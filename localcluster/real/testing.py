@@ -77,11 +77,9 @@ class RealApiServer:
         return self.plane.audit_log
 
     def api_client(self) -> kubernetes.client.ApiClient:
-        config = kubernetes.client.Configuration()
-        kubernetes.config.load_kube_config(
-            config_file=str(self.kubeconfig), client_configuration=config
-        )
-        return kubernetes.client.ApiClient(config)
+        from localcluster.testing import kubeconfig_client
+
+        return kubeconfig_client(self.kubeconfig)
 
     def node(self, state_dir: Path | None = None) -> Any:
         """The local node as this cluster's kubelet (not started)."""
