@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import tempfile
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -162,8 +163,20 @@ class System:
         self.controllers[name] = proc.start()
         return proc
 
-    def health(self, name: str, path: str = "/healthz") -> httpx.Response:
-        return httpx.get(f"http://127.0.0.1:{self.health_ports[name]}{path}", timeout=5)
+    def health(self, name: str, path: str = "/healthz", startup: float = 60.0) -> httpx.Response:
+        """`startup`: how long a replica that runs but does not listen yet (a Celery worker
+        still booting) may refuse the connection; a follower starts its health server only
+        once its worker is up, which can trail the leader's by seconds on a loaded machine."""
+        url = f"http://127.0.0.1:{self.health_ports[name]}{path}"
+        deadline = time.monotonic() + startup
+        while True:
+            try:
+                return httpx.get(url, timeout=5)
+            except httpx.ConnectError:
+                proc = self.controllers.get(name)
+                if time.monotonic() > deadline or proc is None or not proc.running():
+                    raise
+                time.sleep(0.25)
 
     def stop(self) -> None:
         for proc in self.controllers.values():
