@@ -1,8 +1,7 @@
 """The leader term's public names, kept here for the callers that import them
-(controller/runtime.py, controller/deploy/tasks.py, tests). The term itself lives in
+(controller/runtime.py, tests). The term itself lives in
 controller/term/, one component per file (see controller/term/README.md)."""
 
-from controller.term.dispatcher import summarize_outcomes
 from controller.term.drain import DRAIN_BOUND_SECONDS
 from controller.term.metrics import RETAINED_CONFIG_ACTIVE
 from controller.term.pipeline import LeaderPipeline
@@ -16,5 +15,4 @@ __all__ = [
     "LeaderSettings",
     "PlanMemory",
     "TermState",
-    "summarize_outcomes",
 ]

@@ -186,8 +186,8 @@ def _apply_to(pipeline: RecoveryHost, result: RecoveryEvaluation, target: str) -
         return f"stopped: {again.verdict.reason}"
     if pipeline.last_good is not None:  # it arrived during the evaluation
         return "stopped: a render succeeded"
-    # Through the same fenced deployment path as every apply (the leader task in a
-    # worker). It carries the bootstrap expectation itself: the agent refuses (409) a pod
+    # Through the same fenced deployment path as every apply (Dispatcher.deploy, in
+    # place). It carries the bootstrap expectation itself: the agent refuses (409) a pod
     # configured since this check, and the intent is only re-stamped, never replaced.
     pipeline.plans.remember(result.output)
     what = pipeline.run_deployment(result.output, {target}, bootstrap_only=True).get(target)

@@ -3,6 +3,8 @@
 All replicas: the watch side (caches, reconciler debounce, health server), the render gate,
 the plan memory and the agent pool. Leader only: one `LeaderPipeline` per term, attached to
 the watch side so the caches replay into it at once (seed 003's bootstrap-replay pattern).
+The term deploys and publishes on its own threads, in this process, under its fence
+(docs/term.md); the leader queue carries only requests from outside it (recovery reviews).
 """
 
 from __future__ import annotations
@@ -11,12 +13,10 @@ import base64
 import logging
 import os
 import threading
-import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-import celery.exceptions
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -28,8 +28,7 @@ from controller.httpstore.store import HTTPStore
 from controller.hub.config import HubConfig
 from controller.hub.hub import build_hub
 from controller.ingressstatus import IngressStatusWriter, fleet_addresses
-from controller.leader import LeaderPipeline, LeaderSettings, PlanMemory, summarize_outcomes
-from controller.leader_tasks import send_leader_task
+from controller.leader import LeaderPipeline, LeaderSettings, PlanMemory
 from controller.render.warnings import render_warning_reporter, template_status_writer
 from controller.rendergate import RenderGate
 from controller.retained.checkpoint import API_VERSION, TemplateRef
@@ -40,7 +39,6 @@ from controller.worker import LeaderComponents, ReplicaComponents, ReplicaRuntim
 log = logging.getLogger(__name__)
 
 COMPONENT = "haptic-controller"
-DEPLOY_TASK_TIMEOUT = 120.0
 
 
 def _seconds(value: Any, default: float) -> float:
@@ -261,10 +259,6 @@ class ControllerReplica:
             term_valid=term.is_valid,
             check_term=lambda: check_term(self.api_client, term.token),
             record_event=events.record,
-            run_deployment=lambda output, only, bootstrap_only=False: self._deploy_via_leader_queue(
-                pipeline, term, output, only, bootstrap_only
-            ),
-            run_publication=lambda: self._publish_via_leader_queue(pipeline, term),
             write_fence=self.hub.fence.is_open,
             on_converged=converged,
             recheck=self._recheck_elector,
@@ -291,60 +285,6 @@ class ControllerReplica:
                 lambda _trigger: pipeline.request_render(),
                 lambda _pods: pipeline.pods_changed(),
             )
-
-    def _via_leader_queue(self, term: Term, task: str, *args: Any) -> dict[str, Any] | None:
-        """Run a fenced leader task (it executes in this process, which consumes the leader
-        queue for the term) and wait for its answer. None once this process no longer
-        consumes the leader queue (a graceful stop cancels it before the drain): the task
-        would never run here, so the caller does the work in place."""
-        from haptic_site.celery import app
-
-        switch = self.runtime.queue_switch
-        if not switch.consuming:
-            return None
-        result = send_leader_task(app, task, term.token, *args)
-        deadline = time.monotonic() + DEPLOY_TASK_TIMEOUT
-        try:
-            while True:
-                try:
-                    answer = result.get(timeout=0.5, disable_sync_subtasks=False)
-                    break
-                except celery.exceptions.TimeoutError:
-                    if time.monotonic() >= deadline:
-                        raise
-                    if not switch.consuming and result.state == "PENDING":
-                        # Sent, not started, and no longer consumed here: the next leader's
-                        # worker refuses it (its token is stale).
-                        log.info("%s %s: leader queue closed before it ran", task, args)
-                        return None
-        finally:
-            result.forget()
-        if answer.get("status") != "done":
-            log.warning("%s %s: %s", task, args, answer)
-        return answer
-
-    def _deploy_via_leader_queue(
-        self,
-        pipeline: LeaderPipeline,
-        term: Term,
-        output: Any,
-        only: set[str] | None,
-        bootstrap_only: bool = False,
-    ) -> dict[str, str]:
-        answer = self._via_leader_queue(
-            term,
-            "controller.leader.deploy",
-            output.plan_id,
-            sorted(only) if only else None,
-            bootstrap_only,
-        )
-        if answer is None:
-            return summarize_outcomes(pipeline.deploy(output, only, bootstrap_only=bootstrap_only))
-        return dict(answer.get("pods") or {})
-
-    def _publish_via_leader_queue(self, pipeline: LeaderPipeline, term: Term) -> None:
-        if self._via_leader_queue(term, "controller.leader.publish") is None:
-            pipeline.publish()
 
     def drain_term(self) -> None:
         """Graceful stop while the term still renews: drain, bounded to 15 s."""

@@ -17,6 +17,7 @@ from typing import Any
 from kubernetes import client
 
 from controller.deploy.deployer import Deployer, HAProxyPod
+from controller.fencing import StaleTerm
 from controller.fencing import check_term as check_token
 from controller.health import ComponentHealth
 from controller.publish.kube import Objects
@@ -55,7 +56,7 @@ class TermContext:
     wake: threading.Condition = field(default_factory=threading.Condition)
     claimed: threading.Event = field(default_factory=threading.Event)
     stopping: bool = False
-    # Set by the dispatcher: deploy through the fenced leader task, or in place.
+    # Set by the pipeline: deploy in place (Dispatcher.deploy_in_place), or the model's.
     run_deployment: RunDeployment | None = None
     request_render: Callable[[], None] = lambda: None  # set to the coordinator's
     _notices: set[tuple[str, str]] = field(default_factory=set)
@@ -80,7 +81,10 @@ class TermContext:
             self.recheck()
 
     def check_term(self) -> None:
-        """Raise StaleTerm unless the leader Lease still names this term."""
+        """The term's fence before a side effect: raise StaleTerm unless this process still
+        holds the term (the elector has not ended it) and the leader Lease still names it."""
+        if not self.term_valid():
+            raise StaleTerm(self._adopted or self.token, "the local term ended")
         if self._adopted is not None:
             check_token(self.api_client, self._adopted)
         else:

@@ -21,6 +21,7 @@ from typing import Any
 
 from controller.deploy.deployer import PodOutcome
 from controller.deploy.scheduler import DeploymentScheduler, Dispatch, Idle, WaitUntil
+from controller.fencing import StaleTerm
 from controller.metrics import CONVERGENCE, DEPLOY_DURATION, count_outcome
 from controller.render import RenderOutput
 from controller.retained.fleet import PodReport
@@ -200,13 +201,16 @@ class Dispatcher:
         record only while the intent still names the output, and the agent refuses a pod
         that is no longer bootstrap. The dispatch lock holds record and apply together, so
         a recovery apply never lands between a render's intent record and its apply, nor
-        records over it (ADR-0033)."""
+        records over it (ADR-0033). Raises StaleTerm, with nothing recorded or applied,
+        when the term's fence refuses (`TermContext.check_term`)."""
         ctx = self.ctx
-        ctx.check_term()
         if not ctx.write_fence():
             log.info("write fence shut: %s not deployed", output.plan_id)
             return []
         with self._dispatch_lock:
+            # The term's fence, proven under the lock right before the side effect: the
+            # local term holds and the leader Lease names it, else StaleTerm.
+            ctx.check_term()
             if bootstrap_only and ctx.state.last_good is not None:
                 log.info("recovery apply of %s dropped: a render succeeded", output.plan_id)
                 return []
@@ -273,7 +277,13 @@ class Dispatcher:
     def deploy_in_place(
         self, output: RenderOutput, only: set[str] | None, bootstrap_only: bool = False
     ) -> dict[str, str]:
-        return summarize_outcomes(self.deploy(output, only, bootstrap_only=bootstrap_only))
+        """`deploy()` for the dispatcher's and recovery's callers: pod -> what its agent did;
+        nothing when the fence refuses (the term ended), so the caller simply stops."""
+        try:
+            return summarize_outcomes(self.deploy(output, only, bootstrap_only=bootstrap_only))
+        except StaleTerm as exc:
+            log.warning("%s not deployed: %s", output.plan_id, exc)
+            return {}
 
     def maybe_converged(self, output: RenderOutput) -> None:
         """Every current HAProxy pod acknowledged `output` (or a skipped deploy confirmed

@@ -98,8 +98,9 @@ class LeaderPipeline:
         self.publisher = Publisher(self.ctx)
         self.coordinator = Coordinator(self.ctx, self.scheduler, self.publisher.ordinary, self)
         self.ctx.request_render = self.coordinator.request_render
-        # In a worker, deployments go through the fenced leader task (controller.deploy.tasks)
-        # which calls back into `deploy`; tests may run them in place.
+        # Deployments and publications run in place, on the term's threads, under its fence
+        # (Dispatcher.deploy). The term model (tests/term) passes its own to queue them and
+        # explore late and stale interleavings.
         self.run_deployment = run_deployment or self.dispatcher.deploy_in_place
         self.ctx.run_deployment = self.run_deployment
         self.run_publication = run_publication or self.publish
@@ -167,8 +168,7 @@ class LeaderPipeline:
         else:
             deadline = time.monotonic() + THREAD_JOIN_SECONDS
         self.ctx.stop()
-        # No write starts from here on; wait only for one already in progress. Threads that
-        # wait on the leader queue return once it is no longer consumed (runtime.py).
+        # No write starts from here on; wait only for one already in progress.
         self.publisher.close(deadline)
         self.dispatcher.close(deadline)
         if self.gate.on_term_verdict == self.coordinator.on_verdict:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -36,6 +36,23 @@ def free_port(ip: str) -> int:
     with socket.socket() as sock:
         sock.bind((ip, 0))
         return sock.getsockname()[1]
+
+
+def port_free_on(ips: Sequence[str]) -> int:
+    """One port every loopback address can bind: the pool reaches every agent on one port,
+    as the controller reaches POD_IP:8405."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind((ips[0], 0))
+            port = probe.getsockname()[1]
+        try:
+            for ip in ips[1:]:
+                with socket.socket() as other:
+                    other.bind((ip, port))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no common free port")
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str = "condition"):

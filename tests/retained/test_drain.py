@@ -9,7 +9,6 @@ test_seed_cases.py.
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
 import uuid
@@ -46,7 +45,7 @@ from controller.retained.selection import CheckpointPointer
 from controller.watch.discovery import DiscoveredPod
 from haptic_site import stack
 from localcluster.testing import ApiServer
-from tests.agents.helpers import TOKEN, AgentProcess, Backend, free_ip, wait_for
+from tests.agents.helpers import TOKEN, AgentProcess, Backend, free_ip, port_free_on, wait_for
 from tests.render import builders as b
 
 NS = "haptic"
@@ -55,30 +54,13 @@ NS = "haptic"
 # -- shared helpers ---------------------------------------------------------------------
 
 
-def _port_free_on(ips: Sequence[str]) -> int:
-    """One port every loopback address can bind: the pool reaches every agent on one port,
-    as the controller reaches POD_IP:8405."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind((ips[0], 0))
-            port = probe.getsockname()[1]
-        try:
-            for ip in ips[1:]:
-                with socket.socket() as other:
-                    other.bind((ip, port))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no common free port")
-
-
 def start_agents(tmp: Path, count: int, extra_args: list[str] | None = None) -> list[AgentProcess]:
     """`count` real agents (each supervising haproxy) on their own loopback IPs, one port."""
     agents = [AgentProcess(tmp / f"agent-{i}", extra_args=extra_args) for i in range(count)]
     # Distinct IPs: the rendered frontend binds POD_IP:8080 in each.
     while len({a.ip for a in agents}) < count:
         agents[-1].ip = free_ip()
-    port = _port_free_on([a.ip for a in agents])
+    port = port_free_on([a.ip for a in agents])
     started: list[AgentProcess] = []
     try:
         for agent in agents:
@@ -233,8 +215,10 @@ class Harness:
         min_interval: float = 0.05,
         on_converged: Callable[[RenderOutput], None] | None = None,
         report_warnings: Callable[[RenderOutput], None] | None = None,
+        term_valid: Callable[[], bool] = lambda: True,
     ) -> LeaderPipeline:
-        """A term's pipeline, wired as ControllerReplica._start_term does."""
+        """A term's pipeline, wired as ControllerReplica._start_term does (`term_valid`: the
+        local term still believes it leads; the Lease is the authority)."""
         token = FencingToken(holder, epoch, self.lease_name, NS)
         gate = RenderGate()
         pool = AgentPool(port=self.agents[0].port, token=lambda: TOKEN)
@@ -255,8 +239,7 @@ class Harness:
                 publish_interval=publish_interval,
                 drift_interval=600.0,
             ),
-            # The local term still believes it leads; the Lease is the authority.
-            term_valid=lambda: True,
+            term_valid=term_valid,
             check_term=lambda: check_term(self.client, token),
             record_event=lambda t, r, m: self.events.append((t, r, m)),
             run_deployment=None,

@@ -6,9 +6,9 @@ renders, deployments, acknowledgements, publications and leader changes, against
 agents that fence and decide with agents/decide.py (tests/term/fake_agents.py). After every
 step it checks the invariants in tests/term/invariants.py.
 
-Deployments are what a worker's leader task does: the dispatcher's `run_deployment` queues
-the output, and the `deploy` rule calls `pipeline.deploy(output, only)` later, so a
-deployment can interleave with everything else (including a stale term's task).
+Deployments run in place on the term's threads; here the dispatcher's `run_deployment`
+queues the output, and the `deploy` rule calls `pipeline.deploy(output, only)` later, so a
+deployment can interleave with everything else (including a stale term's).
 
 HAPTIC_MODEL_EXAMPLES sets the number of examples (make test: a few dozen; make soak: many
 more); HAPTIC_MODEL_STEPS the steps per example; HAPTIC_MODEL_RANDOM=1 draws new examples
@@ -125,7 +125,7 @@ class ObservedDeployer(Deployer):
 
 @dataclass
 class Dispatch:
-    """A deployment the pipeline handed to its leader task, not yet run."""
+    """A deployment the pipeline handed to `run_deployment`, not yet run."""
 
     term: Term
     output: RenderOutput
@@ -291,7 +291,7 @@ class TermModel(RuleBasedStateMachine):
         def run_deployment(
             output: RenderOutput, only: set[str] | None, bootstrap_only: bool = False
         ) -> dict[str, str]:
-            # Recovery hands its applies over with bootstrap_only (the leader task's keyword).
+            # Recovery hands its applies over with bootstrap_only.
             recovery = bootstrap_only or threading.current_thread().name.startswith("recovery")
             with self.changed:
                 self.queue.append(
@@ -363,7 +363,7 @@ class TermModel(RuleBasedStateMachine):
         raise AssertionError("recovery did not end")
 
     def _deliver(self, dispatch: Dispatch) -> None:
-        """Run one queued deployment as the leader task does, and judge it."""
+        """Run one queued deployment as the dispatcher would have, and judge it."""
         term = dispatch.term
         agents = list(self.agents.values())
         before = {a.pod_name: len(a.accepted) for a in agents}
@@ -538,7 +538,7 @@ class TermModel(RuleBasedStateMachine):
     @precondition(lambda self: self._live() and bool(self.queue))
     @rule()
     def publish_while_a_deployment_runs(self) -> None:
-        """The publisher and a leader task at once: the queued deployment runs while the
+        """The publisher and a deployment at once: the queued deployment runs while the
         publication is between its read of the receipts and its checkpoint write."""
         dispatch = self.queue.pop(0)
 
@@ -579,7 +579,7 @@ class TermModel(RuleBasedStateMachine):
     @rule()
     def sudden_stop(self) -> None:
         """SIGKILL: the term stops, its Lease stays until someone takes over; its queued
-        deployments are stale tasks now."""
+        deployments are a stale term's now."""
         self._stop_current()
 
     @precondition(lambda self: self.current is not None and self._may_end_term())
