@@ -1,7 +1,9 @@
 """HTTP client of the agent API, used by the controller's deployer.
 
-One httpx.Client per agent (connection reuse), a timeout on every call, typed results and
-typed errors: a 409 raises AgentConflict carrying the agent's machine-readable reason.
+One httpx.Client per agent keeping one HTTP/1.1 connection alive between calls (the agent's
+server keeps idle connections for an hour; the client lets one go after KEEPALIVE_SECONDS),
+a timeout on every call, typed results and typed errors: a 409 raises AgentConflict carrying
+the agent's machine-readable reason.
 """
 
 from __future__ import annotations
@@ -76,6 +78,12 @@ class ApplyResult:
     state: AgentState
 
 
+# httpx lets an idle connection go after 5 s by default, so an endpoint change after a quiet
+# spell paid a new TCP (and TLS) handshake; the agent's aiohttp server keeps idle
+# connections far longer (keepalive_timeout 3630 s), so the client is the one to close.
+KEEPALIVE_SECONDS = 600.0
+
+
 class AgentClient:
     def __init__(
         self,
@@ -94,6 +102,9 @@ class AgentClient:
             timeout=httpx.Timeout(timeout),
             verify=verify,
             transport=transport,
+            # One kept connection per agent; a call that overlaps another (a state read
+            # beside an apply) may open a second, closed when it returns.
+            limits=httpx.Limits(max_keepalive_connections=1, keepalive_expiry=KEEPALIVE_SECONDS),
         )
 
     def close(self) -> None:

@@ -4,10 +4,16 @@ Measured from the client (HTTP round trip included):
 - runtime-only apply: one server moves to another address (no reload; worker pid checked);
 - full apply with reload, answered only after the new worker's uptake is proven;
 - GET /v1/state?verify=1 (re-hash the files, re-read the worker).
+
+And through the controller's own `Deployer` and `AgentPool` (issue 19): an endpoint change
+rendered by `controller.render`, applied at runtime to one pod (the per-pod round trip over
+the pool's kept connection) and to three pods at once (the fleet apply, pods in parallel),
+with the 1-minute load average before and after.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -29,8 +35,13 @@ def _timed(fn) -> tuple[float, object]:
     return (time.perf_counter() - started) * 1000, result
 
 
+FLEET_PODS = 3
+FLEET_SAMPLES = 60  # at most 256 (the samples' addresses)
+
+
 def run() -> list[dict]:
-    metrics = measure(fsync=False)
+    metrics = measure_deployer()
+    metrics += measure(fsync=False)
     # The same with --fsync, for the record: what durability against a node crash costs.
     for metric in measure(fsync=True, reload_samples=5, state_samples=5):
         metric["metric"] += "_with_fsync"
@@ -163,6 +174,68 @@ def _agent_metrics(
             "metric": "state_verify_1000_backends",
             **verify,
             "target": "recorded (no target in issue 5)",
+            "meets_target": True,
+        },
+    ]
+
+
+def measure_deployer(pods: int = FLEET_PODS, samples: int = FLEET_SAMPLES) -> list[dict]:
+    """Runtime-only endpoint changes through `Deployer.deploy`: to one pod, then to all."""
+    from controller.deploy.deployer import AgentPool, Deployer, HAProxyPod
+    from controller.term.plans import PlanMemory
+    from tests.agents.helpers import TOKEN
+    from tests.agents.test_deployer_agents import rendered
+    from tests.retained.test_drain import start_agents
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-deployer-"))
+    agents = start_agents(workdir, pods, ["--min-reload-interval", "0"])
+    pool = AgentPool(port=agents[0].port, token=lambda: TOKEN)
+    deployer = Deployer(pool)
+    plans = PlanMemory()
+    fleet = [HAProxyPod(f"haproxy-{i}", f"uid-{i}", a.ip) for i, a in enumerate(agents)]
+
+    agent_ms: list[float] = []  # the agents' own time per apply (their last_apply)
+
+    def deploy(endpoints: list[str], to: list[HAProxyPod]) -> tuple[float, set[str]]:
+        output = rendered(endpoints)
+        plans.remember(output)
+        ms, outcomes = _timed(lambda: deployer.deploy(output, to, "bench", 1, plans.plans()))
+        agent_ms.extend(o.state.last_apply["duration_ms"] for o in outcomes if o.state)
+        return ms, {o.action for o in outcomes}
+
+    try:
+        assert deploy(["10.60.0.1", "10.60.1.2"], fleet)[1] == {"reload"}
+        load_before = os.getloadavg()[0]
+        agent_ms.clear()
+        results: dict[str, list[float]] = {"one": [], "all": []}
+        for i in range(samples):
+            # One server slot changes address each time: one runtime operation per pod.
+            for name, to, address in (("all", fleet, "10.61"), ("one", fleet[:1], "10.62")):
+                ms, actions = deploy(["10.60.0.1", f"{address}.{i}.2"], to)
+                assert actions == {"runtime"}, actions
+                results[name].append(ms)
+        load_after = os.getloadavg()[0]
+    finally:
+        deployer.close()
+        pool.close()
+        for agent in agents:
+            agent.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    load = {"loadavg_1m_before": round(load_before, 2), "loadavg_1m_after": round(load_after, 2)}
+    return [
+        {
+            "metric": "deployer_runtime_apply_one_pod_round_trip",
+            **summarize(results["one"]),
+            "agent_side_median_ms": summarize(agent_ms)["median_ms"],
+            **load,
+            "target": "recorded (issue 19: about a millisecond per runtime command)",
+            "meets_target": True,
+        },
+        {
+            "metric": f"deployer_runtime_apply_{pods}_pods_in_parallel",
+            **summarize(results["all"]),
+            **load,
+            "target": "recorded (issue 19: pods in parallel, about one pod's round trip)",
             "meets_target": True,
         },
     ]

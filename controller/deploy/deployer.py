@@ -1,8 +1,12 @@
 """The parallel deployer: every HAProxy pod gets the output through its agent at once.
 
-Each pod is diffed against the state its agent reports; the apply carries the term's
-fencing token (holder, epoch, sequence) so agents refuse a deposed term. Results come back
-as pod outcomes with the receipt each acknowledgement proves.
+Pods are applied to side by side on a bounded thread pool (16), each over its agent's one
+kept connection (`AgentPool`). Each pod is diffed against the state its agent reports (the
+state its last apply returned, when nobody applied since), so an endpoint change is one
+request per pod carrying all of that pod's runtime operations, which the agent runs in one
+runtime-API session. The apply carries the term's fencing token (holder, epoch, sequence)
+so agents refuse a deposed term. Results come back as pod outcomes with the receipt each
+acknowledgement proves.
 """
 
 from __future__ import annotations
@@ -60,7 +64,8 @@ class PodOutcome:
 
 
 class AgentPool:
-    """One reusable client per agent address (connection reuse across deployments)."""
+    """One client per agent address, each keeping one HTTP/1.1 connection alive across
+    deployments and state reads (agents/client.py); `forget` drops those of pods gone."""
 
     def __init__(self, port: int, token: Callable[[], str], scheme: str = "http") -> None:
         self.port = port
@@ -69,8 +74,11 @@ class AgentPool:
         self._clients: dict[str, AgentClient] = {}
         self._lock = threading.Lock()
 
+    def url(self, pod: HAProxyPod) -> str:
+        return f"{self.scheme}://{pod.ip}:{self.port}"
+
     def client(self, pod: HAProxyPod) -> AgentClient:
-        url = f"{self.scheme}://{pod.ip}:{self.port}"
+        url = self.url(pod)
         with self._lock:
             existing = self._clients.get(url)
             if existing is None:
@@ -79,7 +87,7 @@ class AgentPool:
             return existing
 
     def forget(self, keep: Iterable[HAProxyPod]) -> None:
-        urls = {f"{self.scheme}://{p.ip}:{self.port}" for p in keep}
+        urls = {self.url(p) for p in keep}
         with self._lock:
             for url in list(self._clients):
                 if url not in urls:

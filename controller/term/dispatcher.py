@@ -362,9 +362,12 @@ class Dispatcher:
     def _push_to_new_pods(self) -> None:
         """A newly discovered pod gets the current output at once. Its agent may not listen
         yet when the pod first shows an IP: a failed push is retried shortly after."""
-        current = {p.name for p in self.ctx.targets()}
+        targets = self.ctx.targets()
+        current = {p.name for p in targets}
         new = current - self._known_pods
         self._known_pods = current
+        # A pod gone from the fleet takes its kept agent connection with it.
+        self.ctx.deployer.pool.forget(targets)
         if new:
             log.info("new HAProxy pods discovered: %s", sorted(new))
         output = self.current()

@@ -215,15 +215,13 @@ class FakeAgentPool(AgentPool):
         self.agents = agents  # by pod IP; the model adds pods to it
 
     def client(self, pod: HAProxyPod) -> AgentClient:
+        url = self.url(pod)
         with self._lock:
-            existing = self._clients.get(pod.ip)
+            existing = self._clients.get(url)
             if existing is None:
                 agent = self.agents[pod.ip]
                 existing = AgentClient(
-                    f"http://{pod.ip}:{self.port}",
-                    TOKEN,
-                    timeout=5.0,
-                    transport=httpx.MockTransport(agent.handle),
+                    url, TOKEN, timeout=5.0, transport=httpx.MockTransport(agent.handle)
                 )
-                self._clients[pod.ip] = existing
+                self._clients[url] = existing
             return existing
