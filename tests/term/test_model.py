@@ -145,6 +145,7 @@ class Term:
     good_render: bool = False  # a render of this term was accepted
     latched: bool = False  # the last render failed: publication holds
     stopped: bool = False
+    ended_locally: bool = False  # the elector ended it; the Lease may still name it
     acknowledged: dict[str, str] = field(default_factory=dict)  # pod -> newest receipt checksum
     delivered: list[str] = field(default_factory=list)  # plan ids its deployments applied
 
@@ -314,7 +315,9 @@ class TermModel(RuleBasedStateMachine):
             settings=LeaderSettings(
                 deployment_min_interval=0.0, publish_interval=3600.0, drift_interval=3600.0
             ),
-            term_valid=lambda: True,  # the local term believes it leads; the Lease decides
+            # The local term believes it leads until the elector ends it; the Lease decides
+            # the rest.
+            term_valid=lambda: not term_box[0].ended_locally,
             check_term=lambda: check_term(api_client, token),
             record_event=lambda *_: None,
             run_deployment=run_deployment,
@@ -375,6 +378,8 @@ class TermModel(RuleBasedStateMachine):
         except StaleTerm:
             outcomes = []
         applies = [a for agent in agents for a in agent.accepted[before[agent.pod_name] :]]
+        if term.ended_locally and applies:
+            self._found("ended", [f"{term.key} ended, then gave {len(applies)} pods a plan"])
         if outcomes:
             delivered = term.delivered
             plan = dispatch.output.plan_id
@@ -582,6 +587,19 @@ class TermModel(RuleBasedStateMachine):
         deployments are a stale term's now."""
         self._stop_current()
 
+    @precondition(lambda self: self._live() and self._may_end_term())
+    @rule()
+    def the_elector_ends_the_term(self) -> None:
+        """The renew deadline passed: the elector ends the term before anyone takes the
+        Lease, which still names it. Until stop_term the term's threads still run, and its
+        queued deployments may run later: the term's own fence refuses them all, and
+        nothing of the term is written from here on."""
+        term = self.current
+        assert term is not None
+        term.ended_locally = True
+        term.stopped = True
+        self._lease_gone(term)
+
     @precondition(lambda self: self.current is not None and self._may_end_term())
     @rule()
     def recreate_the_leader_lease(self) -> None:
@@ -704,6 +722,11 @@ class TermModel(RuleBasedStateMachine):
     @invariant()
     def the_acknowledged_intent_has_a_checkpoint_after_publication(self) -> None:
         found = self._take("checkpoint")
+        assert not found, "\n".join(found)
+
+    @invariant()
+    def a_term_the_elector_ended_applies_nothing(self) -> None:
+        found = self._take("ended")
         assert not found, "\n".join(found)
 
     @invariant()
@@ -844,5 +867,24 @@ def test_a_recreated_lease_at_the_claimed_epoch_still_outranks_the_old_term(
         while model.queue:
             model.deploy(Drawn(0))
         model.agents_never_fence_out_the_current_term()
+
+    run_steps(api, steps)
+
+
+def test_a_deployment_queued_before_the_elector_ended_the_term_applies_nothing(
+    api: ApiServer,
+) -> None:
+    """Issue 19: deployments run in place, fenced by the term itself. A is deployed, B is
+    rendered and queued, then the elector ends the term while the Lease still names it; B's
+    deployment runs late and must give no pod anything (before the fix the in-place fence
+    read only the Lease, which still named the term)."""
+
+    def steps(model: TermModel) -> None:
+        model.deploy(Drawn(0))  # A everywhere
+        model.render_new_plan()  # B queued
+        model.the_elector_ends_the_term()
+        model.deploy(Drawn(0))  # B's deployment runs after the term ended
+        model.a_term_the_elector_ended_applies_nothing()
+        model.no_write_after_the_lease_is_gone()
 
     run_steps(api, steps)
