@@ -40,6 +40,7 @@ FLEET_SAMPLES = 60  # at most 256 (the samples' addresses)
 
 
 def run() -> list[dict]:
+    load_before = os.getloadavg()[0]
     metrics = measure_deployer()
     metrics += measure(fsync=False)
     # The same with --fsync, for the record: what durability against a node crash costs.
@@ -48,6 +49,12 @@ def run() -> list[dict]:
         metric["target"] = "recorded (--fsync is opt-in)"
         metric["meets_target"] = True
         metrics.append(metric)
+    # The machine's load next to every figure (the deployer's own pair is its stretch's).
+    load = {"loadavg_1m_before": round(load_before, 2)}
+    load["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
+    for metric in metrics:
+        for key, value in load.items():
+            metric.setdefault(key, value)
     return metrics
 
 
