@@ -413,8 +413,12 @@ class Dispatcher:
         # verify=1 makes each agent re-hash its tree: a drifted pod reports a violation and
         # gets the last-known-good set back through a full apply.
         output = self.current()
-        if output is not None:
+        if output is None:
+            return
+        try:
             self.deploy(output, verify=True)
+        except StaleTerm as exc:  # the term ended meanwhile; the loop sees it next
+            log.info("drift prevention: %s", exc)
 
     # -- outputs the render gate refused after dispatch ------------------------------------
 
@@ -425,6 +429,11 @@ class Dispatcher:
         for refused in ctx.state.take_reverts():
             target = ctx.state.last_good
             with self._dispatch_lock:
+                try:
+                    ctx.check_term()  # the term's fence, as in deploy()
+                except StaleTerm as exc:
+                    log.warning("pods that took %s not reverted: %s", refused.plan_id, exc)
+                    return
                 if target is not None and not self._record_intent(target):
                     continue
                 states = {r.pod_name: r for r in ctx.deployer.read_states(ctx.targets(), False)}
