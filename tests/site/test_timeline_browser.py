@@ -124,3 +124,62 @@ def test_fleet_page_shows_a_changed_plan_within_a_second(
     expect(row).to_contain_text("differs")
     page.screenshot(path=str(ARTIFACTS / "12-fleet-live.png"), full_page=True)
     print(f"fleet page showed the changed plan {seen:.2f} s after the database write")
+
+
+def test_each_deployment_shows_which_way_it_went(page: Page, live_server: Any, history: dict):
+    """A pod's runtime, file-only and reload deployments are told apart on the timeline (a
+    ring, a square, a filled dot, each titled with its mode), on the pod's page and on the
+    fleet page (issue 20: "deployments per pod (runtime / file / reload)")."""
+    plan, checksum = history["plan"], history["checksum"]
+    for rv, (minute, mode) in enumerate(((7, "runtime"), (8, "file-only"), (9, "reload")), 2):
+        receipt = f.receipt("haproxy-0", f"{mode}-plan", checksum, f"2026-11-30T08:0{minute}:00Z")
+        receipt["mode"] = mode
+        if mode != "reload":
+            receipt["runningPlanID"] = plan  # the worker's reload plan stays older
+        store.apply_haproxycfg(f.published([receipt], retained=[history["new"]], rv=str(rv)))
+    page.goto(f"{live_server.url}/timeline/?start=2026-11-30T08:06:30Z&end=2026-11-30T08:09:30Z")
+    lane = page.locator("svg.timeline g[data-lane='pod haproxy-0']")
+    expect(lane).to_have_count(1)
+    drawn = {
+        mode: page.locator(f"svg.timeline a.mark.deploy-{mode}[data-kind='{mode}']")
+        for mode in ("runtime", "file-only", "reload")
+    }
+    for mode, mark in drawn.items():
+        expect(mark).to_have_count(1)
+        title = mark.locator("title").text_content() or ""
+        assert title.startswith("haproxy-0 2026-11-30T08:0"), title
+        assert f": {mode}, plan {mode}-plan" in title, title
+    expect(drawn["file-only"].locator("rect")).to_have_count(1)  # a square, not a dot
+    expect(drawn["runtime"].locator("circle")).to_have_count(1)
+    ring = drawn["runtime"].locator("circle").evaluate("c => getComputedStyle(c).fill")
+    dot = drawn["reload"].locator("circle").evaluate("c => getComputedStyle(c).fill")
+    assert ring != dot, (ring, dot)  # a ring (white inside) against a filled dot
+    expect(page.locator("#tl-deploy-legend")).to_contain_text("file-only")
+    xs = [drawn[m].bounding_box()["x"] for m in ("runtime", "file-only", "reload")]
+    assert xs == sorted(xs), xs  # in the order they happened along the axis
+    page.screenshot(path=str(ARTIFACTS / "13-timeline-deploy-modes.png"), full_page=True)
+
+    drawn["file-only"].click()
+    expect(page).to_have_url(re.compile(r"/records/receipt/\d+/$"))
+    expect(page.locator("table#record")).to_contain_text("file-only")
+
+    page.goto(f"{live_server.url}/pods/haproxy-0/")
+    rows = page.locator("table#pod-receipts tr")
+    expect(rows.nth(1)).to_contain_text("reload")
+    expect(rows.nth(2)).to_contain_text("file-only")
+    expect(rows.nth(3)).to_contain_text("runtime")
+    store.apply_haproxycfg(
+        f.published(
+            [
+                {
+                    **f.receipt("haproxy-0", "file-plan-2", checksum, "2026-11-30T08:10:00Z"),
+                    "mode": "file-only",
+                    "runningPlanID": plan,
+                }
+            ],
+            retained=[history["new"]],
+            rv="9",
+        )
+    )
+    page.goto(f"{live_server.url}/")
+    expect(page.locator("table.fleet tr", has_text="haproxy-0")).to_contain_text("file-only")
