@@ -225,6 +225,7 @@ class WarningsView(ViewerRequired):
     """The last render's warnings: the summary's counts, and each object's current Event."""
 
     template_name = "dashboard/warnings.html"
+    fragment_template_name = "dashboard/_warnings.html"
 
     def get(self, request: HttpRequest) -> HttpResponse:
         summary = queries.render_summary()
@@ -245,6 +246,7 @@ class WarningsView(ViewerRequired):
 
 class HubView(ViewerRequired):
     template_name = "dashboard/hub.html"
+    fragment_template_name = "dashboard/_hub.html"
 
     def get(self, request: HttpRequest) -> HttpResponse:
         context = {

@@ -17,6 +17,7 @@ from playwright.sync_api import Page, expect
 from checkpoints import store
 from checkpoints.mirror import Mirror
 from checkpoints.models import AuditLog, Checkpoint, MirrorState
+from controller.render.warnings import warnings_summary
 from localcluster.testing import ApiServer
 from tests.site import factories as f
 from tests.site.test_browser import ARTIFACTS
@@ -159,3 +160,42 @@ def test_fleet_page_links_to_the_last_renders_warnings(page: Page, live_server: 
     expect(row).to_contain_text("Ingress shop/web")
     expect(page.locator("table.warnings")).not_to_contain_text(warnings["stale"].message)
     page.screenshot(path=str(ARTIFACTS / "20-render-warnings.png"), full_page=True)
+
+
+def _same_document(page: Page) -> None:
+    page.evaluate("window.__sameDocument = true")
+
+
+def test_warnings_page_follows_the_next_render_without_a_reload(
+    page: Page, live_server: Any
+) -> None:
+    """The warnings are current state (the last render's): the page follows a render that
+    no longer has them, as the fleet page follows the pods, with no full reload."""
+    warnings = f.render_warnings()
+    page.goto(f"{live_server.url}/warnings/")
+    table = page.locator("table.warnings")
+    expect(table).to_contain_text(warnings["missing"].message)
+    _same_document(page)
+    # The leader's next render: no warning left (its summary is what makes one current).
+    store.apply_template_config(f.template_config({"renderWarnings": warnings_summary([])}))
+    expect(table).not_to_contain_text(warnings["missing"].message, timeout=15_000)
+    expect(page.locator("table.reasons")).to_contain_text("No warnings in the last render")
+    assert page.evaluate("window.__sameDocument") is True
+
+
+def test_hub_page_follows_a_new_active_identity_without_a_reload(
+    page: Page, live_server: Any
+) -> None:
+    """Which control plane is Active is current state: the mirrored status follows a
+    promotion while the page stays open."""
+    store.apply_template_config(
+        f.template_config({"activeController": {"activeIdentity": "hub-a", "endpoint": "a"}})
+    )
+    page.goto(f"{live_server.url}/hub/")
+    mirrored = page.locator("h2:has-text('Mirrored template status') + table")
+    expect(mirrored).to_contain_text("hub-a")
+    _same_document(page)
+    promoted = f.template_config({"activeController": {"activeIdentity": "hub-b", "endpoint": "b"}})
+    store.apply_template_config(promoted)
+    expect(mirrored).to_contain_text("hub-b", timeout=15_000)
+    assert page.evaluate("window.__sameDocument") is True
