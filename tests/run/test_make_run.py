@@ -523,8 +523,17 @@ def test_the_timeline_shows_this_runs_deployments_and_leader_change(make_run: Ma
             )
             page.screenshot(path=str(SITE_ARTIFACTS / "20-make-run-timeline.png"), full_page=True)
             _check_deployments(page, window, began + timedelta(seconds=2), handover, new_plan)
+            # Issue 20's first defect, on make run's embedded SQLite: through all of this the
+            # mirror, the workers and the site never locked each other out.
+            page.goto(f"{web}/")
+            errors = page.locator("td.mirror-error")
+            assert errors.count() >= 5
+            expect(errors.filter(has_not_text="none")).to_have_count(0)
         finally:
             browser.close()
+    logs = make_run.var_dir / "log"
+    locked = [p.name for p in logs.glob("*.log") if "database is locked" in p.read_text()]
+    assert locked == [], locked
 
 
 def _echo_endpoints(api: Any) -> int:
