@@ -199,3 +199,46 @@ def test_hub_page_follows_a_new_active_identity_without_a_reload(
     store.apply_template_config(promoted)
     expect(mirrored).to_contain_text("hub-b", timeout=15_000)
     assert page.evaluate("window.__sameDocument") is True
+
+
+def test_a_failed_apply_leaves_the_fleet_showing_what_the_pod_still_runs(
+    page: Page, live_server: Any, history: dict
+) -> None:
+    """After a failed apply the leader's entry for the pod names only the output it tried
+    (its checksum) and the error; the pod keeps serving what it last acknowledged. The fleet
+    and pod pages show that plan and checksum as what it runs, and the failure beside it."""
+    old = history["old"]["spec"]
+    failed = {
+        "podName": "haproxy-1",
+        "podUID": "pod-uid-haproxy-1",
+        "checksum": history["checksum"],
+        "lastError": "reload refused: bind :8080 in use",
+        "consecutiveErrors": 1,
+        "deployedAt": "2026-11-30T08:07:00Z",
+    }
+    store.apply_haproxycfg(
+        f.published(
+            [
+                f.receipt(
+                    "haproxy-0", history["plan"], history["checksum"], "2026-11-30T08:06:00Z"
+                ),
+                failed,
+            ],
+            retained=[history["new"]],
+            rv="3",
+        )
+    )
+    page.goto(f"{live_server.url}/")
+    row = page.locator("table.fleet tr", has_text="haproxy-1")
+    cells = row.locator("td")
+    expect(cells.nth(1)).to_contain_text(old["planID"][:12])  # applied plan: the old one
+    expect(cells.nth(4)).to_contain_text(old["checksum"][:16])
+    expect(cells.nth(4)).not_to_contain_text(history["checksum"][:16])
+    expect(cells.nth(5)).to_have_text("reload")
+    expect(row).to_contain_text("reload refused")
+    expect(row).to_contain_text("differs")
+    page.goto(f"{live_server.url}/pods/haproxy-1/")
+    now = page.locator("#pod-now")
+    expect(now).to_contain_text(old["planID"])
+    expect(now).to_contain_text(old["checksum"])
+    expect(now).to_contain_text("reload refused")
