@@ -72,7 +72,7 @@ class AgentState:
 
 @dataclass(frozen=True)
 class ApplyResult:
-    result: str  # runtime | reload | reload_scheduled | noop
+    result: str  # runtime | file-only | reload | reload_scheduled | noop
     plan_id: str
     why: str
     state: AgentState

@@ -68,6 +68,7 @@ from agents.supervisor import (
     process_start_time,
     render_agent_cfg,
 )
+from contract import FILE_ONLY, RELOAD, RUNTIME
 
 log = logging.getLogger("agents")
 
@@ -223,6 +224,7 @@ class Agent:
             "applied_plan_id": applied.plan_id if applied else None,
             "running_plan_id": s.running_plan_id,
             "worker_operation_plan_id": s.worker_operation_plan_id,
+            "worker_operation_mode": self._worker_operation_mode(),
             "last_known_good_plan_id": lkg.plan_id if lkg else None,
             "applied_checksum": applied.checksum if applied else None,
             "applied_token": s.applied_token,
@@ -238,6 +240,16 @@ class Agent:
             "reload_count": s.reload_count,
             "draining": self.draining,
         }
+
+    def _worker_operation_mode(self) -> str | None:
+        """How the worker came to match its worker-operation plan: "reload" when it was
+        started from it, else the runtime path's mode (an older state names none: runtime)."""
+        s = self.state
+        if s.worker_operation_plan_id is None:
+            return None
+        if s.worker_operation_plan_id == s.running_plan_id:
+            return RELOAD
+        return s.worker_operation_mode or RUNTIME
 
     def is_bootstrap(self) -> bool:
         """ADR-0033's bootstrap pod: no applied, running, worker-operation or last-known-good
@@ -375,7 +387,7 @@ class Agent:
                     check_inside(self.layout.config_root, entry.path)
             except TreeError as exc:
                 return 400, {"reason": exc.reason, "detail": exc.detail}
-            action = "runtime" if decision.action == "runtime" else "reload"
+            action = decision.action if decision.action in (RUNTIME, FILE_ONLY) else RELOAD
             try:
                 return self._apply_files(manifest, action, decision.why, started)
             except (OSError, TreeError, HAProxySocketError) as exc:
@@ -441,12 +453,12 @@ class Agent:
             if staging is not None:
                 shutil.rmtree(staging, ignore_errors=True)
 
-        if action == "runtime":
+        if action != RELOAD:
             problems = self._runtime_apply(m, write)
             if not problems:
-                self._runtime_done(m)
+                self._runtime_done(m, action)
                 self.journal.clear()
-                return 200, self._finish(m, "runtime", why, started)
+                return 200, self._finish(m, action, why, started)
             why = "runtime verification failed, reloading: " + "; ".join(problems[:5])
             log.warning("%s", why)
             ok, text = self.supervisor.check(self.layout.root_cfg)
@@ -471,7 +483,7 @@ class Agent:
         self._write_ready_file(was_ready)
         if self.supervisor.exit_code() is not None:
             self._restart_haproxy()  # back to serving the restored files, if they load
-        elif action == "runtime" and outcome.kind == "refused":
+        elif action != RELOAD and outcome.kind == "refused":
             self._reload_and_prove()  # drop operations half-applied before the fallback
         if outcome.kind == "refused":
             return self._refused(m, outcome.error, started)
@@ -573,11 +585,12 @@ class Agent:
         pid = info.workers[-1] if info.workers else None
         self.worker = {"pid": pid, "start_time": process_start_time(pid)} if pid else None
 
-    def _runtime_done(self, m: Manifest) -> None:
+    def _runtime_done(self, m: Manifest, mode: str) -> None:
         s = self.state
         s.applied = _record(m)
         s.applied_token = m.token.as_dict()
         s.worker_operation_plan_id = m.plan_id
+        s.worker_operation_mode = mode
         self._set_lkg(s.applied)
 
     def _set_lkg(self, plan: PlanRecord) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from agents.haproxy_text import ServerState
 from agents.manifest import Manifest, MapOp, RuntimeOp, SetServer, Token
+from contract import FILE_ONLY, RUNTIME
 
 RUNTIME_KINDS = ("config", "map")
 
@@ -33,7 +34,7 @@ class Current:
 
 @dataclass(frozen=True)
 class Decision:
-    action: str  # noop | runtime | reload | revert
+    action: str  # noop | runtime | file-only | reload | revert
     why: str
 
 
@@ -70,7 +71,9 @@ def changed_paths(current: Current, manifest: Manifest) -> list[str]:
 
 def choose_action(current: Current, manifest: Manifest) -> Decision:
     """Runtime-only when the worker's structure equals the plan's and only config/map bytes
-    changed; otherwise a reload. Anything doubtful (violation, dead worker) reloads."""
+    changed: file-only when the manifest carries no runtime operation (nothing to tell the
+    worker; the read-back still proves it), else runtime. Otherwise a reload. Anything
+    doubtful (violation, dead worker) reloads."""
     if manifest.mode == "revert_lkg":
         return Decision("revert", "revert_lkg requested")
     if manifest.mode == "reload":
@@ -96,7 +99,9 @@ def choose_action(current: Current, manifest: Manifest) -> Decision:
     for path in changed_paths(current, manifest):
         if new[path].kind not in RUNTIME_KINDS:
             return Decision("reload", f"{path} ({new[path].kind}) changed")
-    return Decision("runtime", "same structure, only config/map bytes changed")
+    if not manifest.runtime_operations:
+        return Decision(FILE_ONLY, "same structure, only bytes the worker already matches")
+    return Decision(RUNTIME, "same structure, only config/map bytes changed")
 
 
 def cli_escape(word: str) -> str:

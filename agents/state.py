@@ -33,6 +33,9 @@ class DurableState:
     running_plan_id: str | None = None
     running_structure_digest: str | None = None
     worker_operation_plan_id: str | None = None
+    # How the worker came to match worker_operation_plan_id without a reload: "runtime" or
+    # "file-only" (contract.APPLY_MODES); read only while it differs from running_plan_id.
+    worker_operation_mode: str | None = None
     last_known_good: PlanRecord | None = None
     pending_reload: dict[str, Any] | None = None
     last_apply: dict[str, Any] | None = None

@@ -27,6 +27,20 @@ def fleet() -> QuerySet[PodReceipt]:
     )
 
 
+def last_acknowledged(receipt: PodReceipt) -> PodReceipt | None:
+    """What the pod of `receipt` runs: `receipt` when it acknowledges a plan, else the pod's
+    newest receipt that did. A failed or refused apply names only the output it tried (its
+    checksum) and the error; the agent keeps serving what it last acknowledged."""
+    if receipt.applied_plan_id and not receipt.last_error:
+        return receipt
+    return (
+        PodReceipt.objects.filter(pod_name=receipt.pod_name, pod_uid=receipt.pod_uid, last_error="")
+        .exclude(applied_plan_id="")
+        .order_by(F("deployed_at").desc(nulls_last=True), "-id")
+        .first()
+    )
+
+
 def latest_intent(template_uid: str | None = None) -> DeploymentIntent | None:
     """The most recently recorded deployment intent (of one template, when given)."""
     query = DeploymentIntent.objects.filter(source="retained-state")

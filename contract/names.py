@@ -31,6 +31,15 @@ CHILD_KINDS: dict[str, ChildKind] = {
     "crt-list": ChildKind("HAProxyCRTListFile", "haproxycrtlistfiles", "crtListFiles", "crtl"),
 }
 
+# How a pod took a plan: the agent's apply result, its state's `worker_operation_mode` and
+# the receipt's `mode` (status.deployedToPods). "runtime": commands on the runtime API, no
+# reload; "file-only": the changed files written, nothing the worker had to be told (its
+# runtime state already matched, read back); "reload": a worker started from the plan.
+RUNTIME = "runtime"
+FILE_ONLY = "file-only"
+RELOAD = "reload"
+APPLY_MODES = (RUNTIME, FILE_ONLY, RELOAD)
+
 # The key of a certificate in its content-addressed Secret.
 CERT_KEY = "tls.pem"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from contract import APPLY_MODES
 from controller import recovery
 
 
@@ -41,6 +42,7 @@ def execute(review_id: int) -> dict[str, Any]:
     if not result.validated:
         return {"succeeded": False, "detail": f"current HAProxy refuses it: {result.validation}"}
     done = recovery.dispatch(pipeline, result)
-    ok = bool(done) and all(v in ("reload", "runtime", "reload_scheduled") for v in done.values())
+    applied = {*APPLY_MODES, "reload_scheduled"}
+    ok = bool(done) and all(v in applied for v in done.values())
     detail = ", ".join(f"{pod}: {what}" for pod, what in sorted(done.items())) or "no target"
     return {"succeeded": ok, "detail": detail}

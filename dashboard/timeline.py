@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
+from contract import APPLY_MODES, FILE_ONLY
 from controller.hub.promotion import EVENT_ABORTED, EVENT_PROMOTED
 
 # Fixed lanes, top to bottom; pod lanes ("pod <name>") follow, sorted by name.
@@ -153,12 +154,12 @@ REVIEW_TONES = {"succeeded": "ok", "failed": "error", "ineligible": "error", "re
 
 def deployment_kind(mode: str, last_error: str) -> tuple[str, str]:
     """(kind, tone) of a pod receipt. The receipt's mode says what the agent did: "reload"
-    (a worker started from the plan) or "runtime" (runtime API, files written, no reload);
-    "file" is kept for a file-only apply should receipts ever name it. A receipt with an
+    (a worker started from the plan), "runtime" (runtime API commands, no reload) or
+    "file-only" (the files written, nothing the worker had to be told). A receipt with an
     error records a failed or refused apply (the leader writes no mode then)."""
     if last_error:
         return "error", "error"
-    if mode in ("reload", "runtime", "file"):
+    if mode in APPLY_MODES:
         return mode, "ok"
     return "deployed", "info"
 
@@ -468,14 +469,19 @@ def _axis(drawing: Drawing) -> str:
 
 
 def _shape(shape: Shape) -> str:
+    # A deployment's mode is drawn too (site.css: a ring, a square, a filled dot).
+    mode = f" deploy-{shape.kind}" if shape.kind in APPLY_MODES else ""
     link = {
         "href": shape.href,
-        "class": f"mark {shape.tone}" + (" cluster" if shape.count > 1 else ""),
+        "class": f"mark {shape.tone}{mode}" + (" cluster" if shape.count > 1 else ""),
         "data-kind": shape.kind,
         "data-at": iso(shape.at),
     }
     title = f"<title>{_escape(shape.title)}</title>"
-    if shape.dot and shape.count == 1:
+    if shape.dot and shape.count == 1 and shape.kind == FILE_ONLY:
+        square = {"x": f"{shape.x:.1f}", "y": f"{shape.y:.1f}", "width": 2 * DOT_RADIUS}
+        body = f"<rect {_attrs(square | {'height': 2 * DOT_RADIUS})}>{title}</rect>"
+    elif shape.dot and shape.count == 1:
         centre = {"cx": f"{shape.x + DOT_RADIUS:.1f}", "cy": f"{shape.y + DOT_RADIUS:.1f}"}
         body = f"<circle {_attrs(centre | {'r': DOT_RADIUS})}>{title}</circle>"
     else:

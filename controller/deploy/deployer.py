@@ -38,7 +38,8 @@ class HAProxyPod:
 @dataclass(frozen=True)
 class PodOutcome:
     pod: HAProxyPod
-    action: str  # skipped | runtime | reload | reload_scheduled | noop | refused | failed
+    # skipped | runtime | file-only | reload | reload_scheduled | noop | refused | failed
+    action: str
     state: AgentState | None
     error: str | None = None
     reason: str | None = None  # the agent's machine-readable refusal reason

@@ -28,6 +28,7 @@ class PodReport:
     applied_plan_id: str | None = None
     running_plan_id: str | None = None
     worker_operation_plan_id: str | None = None
+    worker_operation_mode: str | None = None  # how the worker came to match it (agent)
     last_known_good_plan_id: str | None = None
     applied_checksum: str | None = None
     applied_epoch: int | None = None
@@ -72,6 +73,7 @@ class PodReport:
             applied_plan_id=state.get("applied_plan_id"),
             running_plan_id=state.get("running_plan_id"),
             worker_operation_plan_id=state.get("worker_operation_plan_id"),
+            worker_operation_mode=state.get("worker_operation_mode"),
             last_known_good_plan_id=state.get("last_known_good_plan_id"),
             applied_checksum=state.get("applied_checksum"),
             applied_epoch=token.get("epoch") if token else None,

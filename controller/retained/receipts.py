@@ -3,7 +3,9 @@
 A receipt names the pod UID, the agent runtime, the content checksum, the applied plan, the
 running worker plan, the worker-operation plan and the apply mode. A scheduled reload is not
 an acknowledgement; a runtime update is confirmed by the worker-operation plan while the
-worker's last reload plan may still be older.
+worker's last reload plan may still be older. The mode says which way the pod took the plan
+(contract.APPLY_MODES): reload, runtime, or file-only (files written, nothing the worker had
+to be told), as the agent reports it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from contract import APPLY_MODES, FILE_ONLY, RELOAD, RUNTIME
 from controller.retained.fleet import PodReport
 
 
@@ -23,7 +26,7 @@ class PodReceipt:
     applied_plan_id: str
     running_plan_id: str
     worker_operation_plan_id: str
-    mode: str  # "reload" when a worker started from this plan, else "runtime"
+    mode: str  # "reload" when a worker started from this plan, else "runtime" | "file-only"
 
     def as_status(self) -> dict[str, Any]:
         """The camelCase entry of HAProxyCfg status.deployedToPods."""
@@ -58,19 +61,22 @@ class PodReceipt:
         return receipt if receipt.is_complete() else None
 
     def is_complete(self) -> bool:
-        return all(
-            isinstance(v, str) and v
-            for v in (
-                self.pod_name,
-                self.pod_uid,
-                self.runtime_id,
-                self.checksum,
-                self.applied_plan_id,
-                self.running_plan_id,
-                self.worker_operation_plan_id,
-                self.mode,
+        return (
+            all(
+                isinstance(v, str) and v
+                for v in (
+                    self.pod_name,
+                    self.pod_uid,
+                    self.runtime_id,
+                    self.checksum,
+                    self.applied_plan_id,
+                    self.running_plan_id,
+                    self.worker_operation_plan_id,
+                    self.mode,
+                )
             )
-        ) and self.mode in {"reload", "runtime"}
+            and self.mode in APPLY_MODES
+        )
 
 
 def acknowledgement(report: PodReport, plan_id: str, checksum: str) -> PodReceipt | None:
@@ -87,9 +93,10 @@ def acknowledgement(report: PodReport, plan_id: str, checksum: str) -> PodReceip
     if report.pending_reload:
         return None
     if report.running_plan_id == plan_id:
-        mode = "reload"
+        mode = RELOAD
     elif report.worker_operation_plan_id == plan_id:
-        mode = "runtime"
+        # An agent that does not name the mode (older than file-only) ran the runtime path.
+        mode = FILE_ONLY if report.worker_operation_mode == FILE_ONLY else RUNTIME
     else:
         return None
     if not (report.pod_uid and report.runtime_id and report.running_plan_id):

@@ -157,6 +157,42 @@ def test_map_entries_change_at_runtime_and_are_read_back(agent, backends):
     assert agent.get("c.example").text == "nohost"
 
 
+def test_a_change_the_worker_already_matches_is_file_only_and_the_state_says_so(agent, backends):
+    """A map file's bytes change (a comment) while its entries stay: the agent writes the
+    file, reads the worker's map back, and needs neither a command nor a reload. Its state
+    names how the worker came to match each plan: file-only, runtime, then reload."""
+    _, _, gamma = backends
+    site = first_apply(agent, backends)
+    state = agent.client.state()
+    assert state.raw["worker_operation_mode"] == "reload"
+    files = site.files()
+    files["maps/hosts.map"] = ("map", b"# entries sorted by host\n" + site.host_map())
+    body = build_manifest(
+        plan_id="p2",
+        files=files,
+        structure_digest=structure_digest(files["haproxy.cfg"][1]),
+        token={"holder": "controller-a", "epoch": 1, "sequence": 2},
+        expected_previous_plan_id="p1",
+    )
+    result = agent.client.apply(body)
+    assert result.result == "file-only", result.why
+    after = agent.client.state(verify=True)
+    assert after.worker == state.worker and after.reload_count == state.reload_count
+    assert (after.applied_plan_id, after.worker_operation_plan_id) == ("p2", "p2")
+    assert after.running_plan_id == "p1"
+    assert after.raw["worker_operation_mode"] == "file-only"
+    assert after.verification["files_ok"] and after.invariant_violation is None
+    assert agent.get("a.example").text == "alpha"
+
+    site.servers["be_a"] = (gamma.ip, gamma.port)
+    moved = manifest_for(site, "p3", previous="p2", sequence=3, ops=[set_server("be_a", gamma)])
+    assert agent.client.apply(moved).result == "runtime"
+    assert agent.client.state().raw["worker_operation_mode"] == "runtime"
+    again = manifest_for(site, "p4", previous="p3", sequence=4, mode="reload")
+    assert agent.client.apply(again).result == "reload"
+    assert agent.client.state().raw["worker_operation_mode"] == "reload"
+
+
 def test_runtime_change_without_its_operations_falls_back_to_a_reload(agent, backends):
     """The read-back catches a map file change the operations did not carry."""
     site = first_apply(agent, backends)

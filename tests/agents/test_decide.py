@@ -29,6 +29,7 @@ DIGEST = "cd" * 32
 
 
 def manifest(plan="p2", previous="p1", epoch=2, sequence=5, mode="auto", maps=b"a b\n", **kw):
+    """`ops`: the manifest's runtime operations (none by default)."""
     return parse_manifest(
         build_manifest(
             plan_id=plan,
@@ -37,6 +38,7 @@ def manifest(plan="p2", previous="p1", epoch=2, sequence=5, mode="auto", maps=b"
             token={"holder": "c", "epoch": epoch, "sequence": sequence},
             expected_previous_plan_id=previous,
             mode=mode,
+            runtime_operations=kw.get("ops"),
         )
     )
 
@@ -171,8 +173,9 @@ def test_fence_never_accepts_a_token_older_than_the_applied_one(e1, s1, e2, s2):
 
 
 def test_runtime_only_when_structure_equal_and_only_config_or_map_changed():
-    assert choose_action(current(), manifest(maps=b"a c\n")).action == "runtime"
-    assert choose_action(current(), manifest(cfg=b"global\n#x\n")).action == "runtime"
+    ops = [{"op": "map_set", "map": "maps/h.map", "key": "a", "value": "c"}]
+    assert choose_action(current(), manifest(maps=b"a c\n", ops=ops)).action == "runtime"
+    assert choose_action(current(), manifest(cfg=b"global\n#x\n", ops=ops)).action == "runtime"
     assert choose_action(current(), manifest(structure="ef" * 32)).action == "reload"
     assert choose_action(current(), manifest(mode="reload")).action == "reload"
     assert choose_action(current(violation=True), manifest()).action == "reload"
@@ -182,6 +185,20 @@ def test_runtime_only_when_structure_equal_and_only_config_or_map_changed():
     assert choose_action(current(), manifest(mode="revert_lkg")).action == "revert"
     same = manifest(plan="p1")
     assert choose_action(current(), same).action == "noop"
+
+
+def test_changed_bytes_with_no_runtime_operation_are_a_file_only_apply():
+    """Nothing to tell the worker (its runtime state already matches the new bytes, e.g. a
+    map file's comment): the files are written and read back, no command, no reload."""
+    assert choose_action(current(), manifest(maps=b"# generated\na b\n")).action == "file-only"
+    assert choose_action(current(), manifest(cfg=b"global\n#x\n")).action == "file-only"
+    # Anything that forces a reload still does.
+    assert choose_action(current(), manifest(maps=b"a c\n", structure="ef" * 32)).action == (
+        "reload"
+    )
+    assert choose_action(current(pending_reload=True), manifest(maps=b"#\na b\n")).action == (
+        "reload"
+    )
 
 
 def test_a_changed_file_set_or_a_non_runtime_kind_reloads():

@@ -92,6 +92,36 @@ def test_reload_and_runtime_acknowledgements() -> None:
     assert PodReceipt.from_status(ack.as_status()) == ack
 
 
+def test_a_file_only_apply_is_acknowledged_as_file_only() -> None:
+    """The agent says how its worker came to match the worker-operation plan; the receipt
+    keeps it, so a file-only deployment is never recorded as a runtime one."""
+    state = {
+        "applied_plan_id": "plan-2",
+        "applied_checksum": "sha256:2",
+        "running_plan_id": "plan-1",
+        "worker_operation_plan_id": "plan-2",
+        "worker_operation_mode": "file-only",
+        "runtime_id": "rt",
+        "applied_token": {"holder": "a", "epoch": 3, "sequence": 1},
+    }
+    report = PodReport.from_agent_state("p", "uid-p", state, True)
+    ack = acknowledgement(report, "plan-2", "sha256:2")
+    assert ack is not None and ack.mode == "file-only"
+    assert PodReceipt.from_status(ack.as_status()) == ack
+    runtime = PodReport.from_agent_state(
+        "p", "uid-p", {**state, "worker_operation_mode": "runtime"}, True
+    )
+    assert acknowledgement(runtime, "plan-2", "sha256:2").mode == "runtime"
+    # An agent that does not say (an older one) keeps the old reading: runtime.
+    older = {k: v for k, v in state.items() if k != "worker_operation_mode"}
+    old = PodReport.from_agent_state("p", "uid-p", older, True)
+    assert acknowledgement(old, "plan-2", "sha256:2").mode == "runtime"
+    # A worker started from the plan is a reload whatever the last operation was.
+    reloaded = {**state, "running_plan_id": "plan-2"}
+    report = PodReport.from_agent_state("p", "uid-p", reloaded, True)
+    assert acknowledgement(report, "plan-2", "sha256:2").mode == "reload"
+
+
 def test_a_scheduled_reload_is_not_an_acknowledgement() -> None:
     pending = configured(
         "p",

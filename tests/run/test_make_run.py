@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -21,9 +22,12 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
+import kubernetes
 import pytest
 
 from haptic_site import stack
@@ -363,6 +367,264 @@ def test_request_review_records_the_leaders_verdicts(make_run: MakeRun) -> None:
     assert sum(1 for line in out.stdout.splitlines() if line.strip().startswith("pass")) >= 3
     refused = _manage(make_run, "request_review", "--reason", "   ")
     assert refused.returncode != 0 and "reason" in refused.stderr
+
+
+def _controller_group(make_run: MakeRun, name: str) -> int:
+    """The process group of make run's controller replica `name` (a Celery worker)."""
+    assert make_run.proc is not None
+    for pid in _descendants(make_run.proc.pid):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"worker" in argv and any(a.startswith(f"{name}@".encode()) for a in argv):
+            return os.getpgid(pid)
+    raise AssertionError(f"no process of {name} under make run")
+
+
+def _leader(api: Any) -> tuple[str, int]:
+    lease = kubernetes.client.CoordinationV1Api(api).read_namespaced_lease(
+        "haptic-leader", stack.NAMESPACE, _request_timeout=5
+    )
+    epoch = (lease.metadata.annotations or {}).get("haproxy-haptic.org/epoch") or 0
+    return lease.spec.holder_identity or "", int(epoch)
+
+
+def _serves_everywhere(ips: list[str], host: str) -> None:
+    for ip in ips:
+        code, _ = _curl(["curl", "-H", f"Host: {host}", f"http://{ip}:8080/"])
+        assert code == 200, (ip, host, code)
+
+
+def _published_plan(api: Any, pods: int, other_than: str = "") -> str:
+    """The plan status.deployedToPods of the ordinary HAProxyCfg names for every pod, once
+    every pod acknowledged one plan that is not `other_than`."""
+    cfg = kubernetes.client.CustomObjectsApi(api).get_namespaced_custom_object(
+        "haproxy-haptic.org", "v1alpha1", stack.NAMESPACE, "haproxycfgs", "haptic"
+    )
+    entries = (cfg.get("status") or {}).get("deployedToPods") or []
+    assert len(entries) == pods and all(e.get("mode") for e in entries), entries
+    plans = {e["appliedPlanID"] for e in entries}
+    assert len(plans) == 1 and other_than not in plans, entries
+    return plans.pop()
+
+
+def _marks(page: Any, url: str, kind: str, depth: int = 3) -> list[dict]:
+    """Every mark of `kind` the timeline at `url` draws; a cluster is followed into its zoom
+    (a numbered cluster stands for marks that would touch)."""
+    page.goto(url)
+    found = page.eval_on_selector_all(
+        f"svg.timeline a.mark[data-kind='{kind}'], svg.timeline a.mark.cluster",
+        """els => els.map(a => ({kind: a.dataset.kind, at: a.dataset.at,
+            href: a.getAttribute('href'), title: a.querySelector('title').textContent,
+            x: a.getBoundingClientRect().x}))""",
+    )
+    out = [m for m in found if m["kind"] == kind]
+    for cluster in (m for m in found if m["kind"] == "cluster"):
+        if depth and f" {kind}" in cluster["title"]:
+            out += _marks(page, cluster["href"], kind, depth - 1)
+    return out
+
+
+def test_the_timeline_shows_this_runs_deployments_and_leader_change(make_run: MakeRun) -> None:
+    """Issue 20's "the timeline shows a real `make run` run with a leader change and
+    deployments": deployments under the first term, the leader replica stopped (SIGSTOP, as a
+    frozen node: make run stops everything when a replica exits), the other replica's term,
+    a deployment under it; then the timeline page in Chromium draws the two terms with their
+    epochs in order, every intent inside the term that recorded it, and each pod's
+    deployments of the new term's plan after the hand-over."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.site.test_browser import ARTIFACTS as SITE_ARTIFACTS
+    from tests.site.test_browser import CHROMIUM
+
+    make_run.wait_line("Try:", timeout=240)
+    api = kubernetes.config.new_client_from_config(
+        config_file=str(make_run.var_dir / "cluster" / "kubeconfig")
+    )
+    ips = _pod_ips(make_run.lines)
+    custom = kubernetes.client.CustomObjectsApi(api)
+    # An operator's edit of the template config: hand-over in seconds, receipts each second.
+    timings = stack.Timings.short()
+    custom.patch_namespaced_custom_object(
+        "haproxy-haptic.org", "v1alpha1", stack.NAMESPACE, "haproxytemplateconfigs", "haptic",
+        {"spec": stack.template_config(timings)["spec"]},
+    )  # fmt: skip
+    began = datetime.now(UTC) - timedelta(seconds=2)
+    first, first_epoch = _leader(api)
+    plan = _eventually(lambda: _published_plan(api, len(ips)), 30)
+    # A reload (a new Service behind a new Ingress: a new backend) and a runtime change (an
+    # endpoint added), under the first term.
+    service = stack.backend("hello")[1]
+    service["metadata"]["name"] = "timeline"
+    stack.apply_objects(api, [service, stack.ingress("timeline-a", "timeline-a.local", "timeline")])
+    _eventually(lambda: _serves_everywhere(ips, "timeline-a.local"), 60)
+    plan = _eventually(lambda: _published_plan(api, len(ips), plan), 30)
+    time.sleep(2)  # apart on the picture
+    stack.scale_deployment(api, "echo", 2)
+
+    def both_echo_endpoints() -> str:
+        assert _echo_endpoints(api) == 2
+        return _published_plan(api, len(ips), plan)
+
+    plan = _eventually(both_echo_endpoints, 60)
+    time.sleep(2)
+
+    group = _controller_group(make_run, first)
+    os.killpg(group, signal.SIGSTOP)
+    try:
+
+        def taken_over() -> tuple[str, int]:
+            holder, epoch = _leader(api)
+            assert holder not in ("", first) and epoch > first_epoch, (holder, epoch)
+            return holder, epoch
+
+        second, second_epoch = _eventually(taken_over, 60)  # type: ignore[misc]
+    finally:
+        os.killpg(group, signal.SIGCONT)
+    time.sleep(2)
+    # Under the second term: a route to an existing backend (runtime, a map entry).
+    stack.apply_objects(api, [stack.ingress("timeline-b", "timeline-b.local", "echo")])
+    _eventually(lambda: _serves_everywhere(ips, "timeline-b.local"), 60)
+    new_plan = _eventually(lambda: _published_plan(api, len(ips), plan), 30)
+
+    web = f"http://127.0.0.1:{make_run.web_port}"
+    token = _value_after(make_run.lines, "token: ")
+    headers = {"Authorization": f"Token {token}"}
+
+    def mirrored() -> None:
+        terms = httpx.get(f"{web}/api/v1/terms/", headers=headers, timeout=10).json()["results"]
+        assert {(t["holder"], t["epoch"]) for t in terms} >= {
+            (first, first_epoch),
+            (second, second_epoch),
+        }, terms
+        fleet = httpx.get(f"{web}/api/v1/fleet/", headers=headers, timeout=10).json()
+        rows = fleet["results"] if isinstance(fleet, dict) else fleet
+        assert len(rows) == len(ips) and {r["applied_plan_id"] for r in rows} == {new_plan}
+
+    _eventually(mirrored, 60)
+    ended = datetime.now(UTC) + timedelta(seconds=2)
+    window = f"{web}/timeline/?start={began:%Y-%m-%dT%H:%M:%SZ}&end={ended:%Y-%m-%dT%H:%M:%SZ}"
+    password = (make_run.var_dir / "admin-password").read_text().strip()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.set_default_timeout(30_000)
+            page.goto(f"{web}/accounts/login/")
+            page.fill("#id_username", "admin")
+            page.fill("#id_password", password)
+            page.click("button[type=submit]")
+            expect(page.locator("nav")).to_contain_text("admin")
+            handover = _check_timeline(
+                page, window, ips, (first, first_epoch), (second, second_epoch)
+            )
+            page.screenshot(path=str(SITE_ARTIFACTS / "20-make-run-timeline.png"), full_page=True)
+            _check_deployments(page, window, began + timedelta(seconds=2), handover, new_plan)
+            # Issue 20's first defect, on make run's embedded SQLite: through all of this the
+            # mirror, the workers and the site never locked each other out.
+            page.goto(f"{web}/")
+            errors = page.locator("td.mirror-error")
+            assert errors.count() >= 5
+            expect(errors.filter(has_not_text="none")).to_have_count(0)
+        finally:
+            browser.close()
+    logs = make_run.var_dir / "log"
+    locked = [p.name for p in logs.glob("*.log") if "database is locked" in p.read_text()]
+    assert locked == [], locked
+
+
+def _echo_endpoints(api: Any) -> int:
+    slices = kubernetes.client.DiscoveryV1Api(api).list_namespaced_endpoint_slice(
+        stack.NAMESPACE, label_selector="kubernetes.io/service-name=echo"
+    )
+    return sum(
+        1
+        for s in slices.items
+        for e in s.endpoints or []
+        if e.conditions is None or e.conditions.ready is not False
+    )
+
+
+def _span(title: str) -> tuple[datetime, datetime | None]:
+    """(start, end or None when open) from a term mark's title."""
+    found = re.search(r"from (\S+), (?:ended (\S+)|open)", title)
+    assert found, title
+    start, end = (datetime.fromisoformat(v.replace("Z", "+00:00")) if v else None
+                  for v in found.groups())  # fmt: skip
+    assert start is not None
+    return start, end
+
+
+def _at(mark: dict) -> datetime:
+    return datetime.fromisoformat(mark["at"].replace("Z", "+00:00"))
+
+
+def _check_timeline(
+    page: Any, window: str, ips: list[str], first: tuple[str, int], second: tuple[str, int]
+) -> datetime:
+    """The two terms in order with their epochs, every intent inside the term that recorded
+    it (by its holder and epoch), a lane per pod; returns the hand-over instant."""
+    terms = {}
+    for mark in _marks(page, window, "term"):
+        holder_epoch = re.search(r"term of (\S+) at epoch (\d+)", mark["title"])
+        assert holder_epoch, mark
+        terms[(holder_epoch[1], int(holder_epoch[2]))] = (mark, *_span(mark["title"]))
+    assert first in terms and second in terms, sorted(terms)
+    old, _, old_end = terms[first]
+    new, new_start, _ = terms[second]
+    # The first term ended where the second began, and is drawn to its left.
+    assert old_end is not None and old_end <= new_start + timedelta(seconds=1), (old, new)
+    assert old["x"] < new["x"]
+    assert "ended" in old["title"] and second[1] > first[1]
+    intents = _marks(page, window, "intent")
+    assert intents, "no intent drawn"
+    by_term: dict[tuple[str, int], list[dict]] = {}
+    for mark in intents:
+        who = re.search(r"by (\S+) at epoch (\d+)", mark["title"])
+        assert who, mark
+        by_term.setdefault((who[1], int(who[2])), []).append(mark)
+        _, start, end = terms[(who[1], int(who[2]))]
+        # Every intent lies inside the term that recorded it (the mirror's clock may trail).
+        assert start - timedelta(seconds=1) <= _at(mark), (mark, start)
+        assert end is None or _at(mark) <= end + timedelta(seconds=1), (mark, end)
+    assert len(by_term.get(first, [])) >= 2 and by_term.get(second), sorted(by_term)
+    assert max(map(_at, by_term[first])) < min(map(_at, by_term[second]))
+    page.goto(window)
+    assert page.locator("svg.timeline g.lane[data-lane^='pod haproxy-']").count() == len(ips)
+    return new_start
+
+
+def _check_deployments(
+    page: Any, window: str, since: datetime, handover: datetime, new_plan: str
+) -> None:
+    """Each pod's lane since the test's first change: the reload, then the runtime change,
+    both before the hand-over; the second term's plan after it, last; drawn left to right
+    in the order they happened."""
+    marks = []
+    for kind in ("reload", "runtime", "file-only"):
+        marks += [dict(m, kind=kind) for m in _marks(page, window, kind) if _at(m) > since]
+    pods: dict[str, list[dict]] = {}
+    for mark in marks:
+        pods.setdefault(mark["title"].split()[0], []).append(mark)
+    assert len(pods) == 3, sorted(pods)
+    for pod, deployments in pods.items():
+        deployments.sort(key=_at)
+        before = [d["kind"] for d in deployments if _at(d) < handover]
+        assert before[:1] == ["reload"] and "runtime" in before[1:], (pod, deployments)
+        after = [d for d in deployments if _at(d) >= handover]
+        assert after, (pod, deployments)
+        assert f"plan {new_plan[:16]}" in after[-1]["title"], (pod, after[-1])
+        assert after[-1] is deployments[-1]
+    page.goto(window)
+    shown = page.eval_on_selector_all(
+        "svg.timeline a.mark.deploy-reload, svg.timeline a.mark.deploy-runtime",
+        "els => els.map(a => [a.dataset.at, a.getBoundingClientRect().x])",
+    )
+    xs = [x for _, x in sorted(shown)]
+    assert xs == sorted(xs), shown  # later instants are drawn further right
 
 
 def test_ctrl_c_stops_everything_then_a_second_run_resumes_and_survives_a_kill(

@@ -17,6 +17,7 @@ from playwright.sync_api import Page, expect
 from checkpoints import store
 from checkpoints.mirror import Mirror
 from checkpoints.models import AuditLog, Checkpoint, MirrorState
+from controller.render.warnings import warnings_summary
 from localcluster.testing import ApiServer
 from tests.site import factories as f
 from tests.site.test_browser import ARTIFACTS
@@ -159,3 +160,85 @@ def test_fleet_page_links_to_the_last_renders_warnings(page: Page, live_server: 
     expect(row).to_contain_text("Ingress shop/web")
     expect(page.locator("table.warnings")).not_to_contain_text(warnings["stale"].message)
     page.screenshot(path=str(ARTIFACTS / "20-render-warnings.png"), full_page=True)
+
+
+def _same_document(page: Page) -> None:
+    page.evaluate("window.__sameDocument = true")
+
+
+def test_warnings_page_follows_the_next_render_without_a_reload(
+    page: Page, live_server: Any
+) -> None:
+    """The warnings are current state (the last render's): the page follows a render that
+    no longer has them, as the fleet page follows the pods, with no full reload."""
+    warnings = f.render_warnings()
+    page.goto(f"{live_server.url}/warnings/")
+    table = page.locator("table.warnings")
+    expect(table).to_contain_text(warnings["missing"].message)
+    _same_document(page)
+    # The leader's next render: no warning left (its summary is what makes one current).
+    store.apply_template_config(f.template_config({"renderWarnings": warnings_summary([])}))
+    expect(table).not_to_contain_text(warnings["missing"].message, timeout=15_000)
+    expect(page.locator("table.reasons")).to_contain_text("No warnings in the last render")
+    assert page.evaluate("window.__sameDocument") is True
+
+
+def test_hub_page_follows_a_new_active_identity_without_a_reload(
+    page: Page, live_server: Any
+) -> None:
+    """Which control plane is Active is current state: the mirrored status follows a
+    promotion while the page stays open."""
+    store.apply_template_config(
+        f.template_config({"activeController": {"activeIdentity": "hub-a", "endpoint": "a"}})
+    )
+    page.goto(f"{live_server.url}/hub/")
+    mirrored = page.locator("h2:has-text('Mirrored template status') + table")
+    expect(mirrored).to_contain_text("hub-a")
+    _same_document(page)
+    promoted = f.template_config({"activeController": {"activeIdentity": "hub-b", "endpoint": "b"}})
+    store.apply_template_config(promoted)
+    expect(mirrored).to_contain_text("hub-b", timeout=15_000)
+    assert page.evaluate("window.__sameDocument") is True
+
+
+def test_a_failed_apply_leaves_the_fleet_showing_what_the_pod_still_runs(
+    page: Page, live_server: Any, history: dict
+) -> None:
+    """After a failed apply the leader's entry for the pod names only the output it tried
+    (its checksum) and the error; the pod keeps serving what it last acknowledged. The fleet
+    and pod pages show that plan and checksum as what it runs, and the failure beside it."""
+    old = history["old"]["spec"]
+    failed = {
+        "podName": "haproxy-1",
+        "podUID": "pod-uid-haproxy-1",
+        "checksum": history["checksum"],
+        "lastError": "reload refused: bind :8080 in use",
+        "consecutiveErrors": 1,
+        "deployedAt": "2026-11-30T08:07:00Z",
+    }
+    store.apply_haproxycfg(
+        f.published(
+            [
+                f.receipt(
+                    "haproxy-0", history["plan"], history["checksum"], "2026-11-30T08:06:00Z"
+                ),
+                failed,
+            ],
+            retained=[history["new"]],
+            rv="3",
+        )
+    )
+    page.goto(f"{live_server.url}/")
+    row = page.locator("table.fleet tr", has_text="haproxy-1")
+    cells = row.locator("td")
+    expect(cells.nth(1)).to_contain_text(old["planID"][:12])  # applied plan: the old one
+    expect(cells.nth(4)).to_contain_text(old["checksum"][:16])
+    expect(cells.nth(4)).not_to_contain_text(history["checksum"][:16])
+    expect(cells.nth(5)).to_have_text("reload")
+    expect(row).to_contain_text("reload refused")
+    expect(row).to_contain_text("differs")
+    page.goto(f"{live_server.url}/pods/haproxy-1/")
+    now = page.locator("#pod-now")
+    expect(now).to_contain_text(old["planID"])
+    expect(now).to_contain_text(old["checksum"])
+    expect(now).to_contain_text("reload refused")

@@ -187,10 +187,27 @@ def test_zoom_and_pan_keep_the_centre_and_the_span() -> None:
 def test_deployment_kind_from_a_receipt() -> None:
     assert tl.deployment_kind("reload", "") == ("reload", "ok")
     assert tl.deployment_kind("runtime", "") == ("runtime", "ok")
-    assert tl.deployment_kind("file", "") == ("file", "ok")
+    assert tl.deployment_kind("file-only", "") == ("file-only", "ok")
     assert tl.deployment_kind("", "refused: stale epoch") == ("error", "error")
     assert tl.deployment_kind("reload", "timeout") == ("error", "error")
     assert tl.deployment_kind("", "") == ("deployed", "info")
+
+
+def test_each_way_a_deployment_went_is_drawn_its_own_way() -> None:
+    """runtime, file-only and reload marks carry their mode as a class (a ring, a square
+    and a filled dot in site.css) and say it in their title, clustered or not."""
+    window = tl.Window(T0, T0 + timedelta(minutes=10))
+    marks = [
+        tl.Mark("pod p", T0 + timedelta(minutes=m), f"p: {kind}", f"/r/{m}", "ok", kind=kind)
+        for m, kind in ((2, "runtime"), (5, "file-only"), (8, "reload"))
+    ]
+    picture = tl.svg(tl.layout(marks, window, width=800, lanes=["pod p"], zoom_url="/t/"))
+    for kind in ("runtime", "file-only", "reload"):
+        assert f'class="mark ok deploy-{kind}" data-kind="{kind}"' in picture
+    wide = tl.Window(T0, T0 + timedelta(hours=10))
+    crowded = tl.layout(marks, wide, width=400, lanes=["pod p"], zoom_url="/t/")
+    (cluster,) = crowded.shapes
+    assert "1 file-only, 1 reload, 1 runtime" in cluster.title
 
 
 def test_svg_escapes_every_value() -> None:

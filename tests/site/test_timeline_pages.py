@@ -131,13 +131,15 @@ def test_start_and_end_zoom_to_a_range(viewer: Any, history: dict) -> None:
     assert "must be ISO 8601" in bad
 
 
-def test_the_fleet_page_has_the_strip_and_polls_every_second(viewer: Any, history: dict) -> None:
+def test_the_fleet_page_has_the_strip_and_polls_every_half_second(
+    viewer: Any, history: dict
+) -> None:
     client = login(viewer)
     html = client.get("/").content.decode()
     term = LeadershipTerm.objects.get()
     assert f"/records/term/{term.pk}/" in links(picture(html))
-    assert 'data-refresh-url="/?fragment=1" data-refresh-seconds="1"' in html
-    # The 1 s fragment is the fleet alone, without the picture.
+    assert 'data-refresh-url="/?fragment=1" data-refresh-seconds="0.5"' in html
+    # The 0.5 s fragment is the fleet alone, without the picture.
     fragment = client.get("/?fragment=1").content.decode()
     assert "haproxy-0" in fragment and "<svg" not in fragment
     strip = client.get("/timeline/?fragment=1").content.decode()
