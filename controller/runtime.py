@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import threading
 import time
 import uuid
@@ -36,6 +35,7 @@ from controller.retained.checkpoint import API_VERSION, TemplateRef
 from controller.statusapplier import StatusApplier, cache_lookup
 from controller.watch.replica import ReplicaWatch
 from controller.worker import LeaderComponents, ReplicaComponents, ReplicaRuntime
+from haptic_site import env
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +107,8 @@ class ControllerReplica:
         self.runtime = runtime
         self.api_client = runtime.api_client
         cfg = runtime.config
-        port = int(os.environ.get("HAPTIC_HEALTH_PORT", "8090"))
-        host = os.environ.get("HAPTIC_HEALTH_HOST", "127.0.0.1")
+        port = env.env_int("HAPTIC_HEALTH_PORT", 8090)
+        host = env.env_text("HAPTIC_HEALTH_HOST", "127.0.0.1")
         self.watch = ReplicaWatch(
             self.api_client,
             cfg.namespace,
@@ -118,9 +118,7 @@ class ControllerReplica:
         )
         # spec.httpResources, fetched only while this replica leads (issue 18).
         self.http_store = HTTPStore(self._template, self._template_secret, health=self.watch.health)
-        self.gate = RenderGate(
-            binary=os.environ.get("HAPTIC_HAPROXY_BIN") or None, on_verdict=self._gate_verdict
-        )
+        self.gate = RenderGate(binary=env.haproxy_bin() or None, on_verdict=self._gate_verdict)
         self.plans = PlanMemory()
         self.pool = AgentPool(port=self._agent_port(), token=self._agent_token)
         self.deployer = Deployer(self.pool)
@@ -153,8 +151,8 @@ class ControllerReplica:
 
     def _agent_token(self) -> str:
         """The agent bearer token from the Secret the template names (or HAPTIC_AGENT_TOKEN)."""
-        if os.environ.get("HAPTIC_AGENT_TOKEN"):
-            return os.environ["HAPTIC_AGENT_TOKEN"]
+        if env.agent_token():
+            return env.agent_token()
         template = self._template() or {}
         ref = ((template.get("spec") or {}).get("agent") or {}).get("tokenSecretRef") or {}
         name = ref.get("name", "haptic-agent-token")

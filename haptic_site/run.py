@@ -44,8 +44,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from haptic_site import env
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("HAPTIC_VAR_DIR", REPO_ROOT / "var")).resolve()
+VAR_DIR = env.var_dir(REPO_ROOT / "var").resolve()
 LOG_DIR = VAR_DIR / "log"
 HOSTS = {"echo.local": "echo", "hello.local": "hello"}
 
@@ -67,16 +69,15 @@ class Settings:
 
     @classmethod
     def from_env(cls) -> Settings:
-        env = os.environ
         return cls(
             var_dir=VAR_DIR,
-            web_port=int(env.get("HAPTIC_WEB_PORT", "8000")),
-            cluster_port=int(env.get("HAPTIC_CLUSTER_PORT", "16443")),
-            health_base=int(env.get("HAPTIC_HEALTH_PORT_BASE", "8091")),
-            replicas=int(env.get("HAPTIC_HAPROXY_REPLICAS", "3")),
-            admin_user=env.get("HAPTIC_ADMIN_USER", "admin"),
-            converge_timeout=float(env.get("HAPTIC_CONVERGE_TIMEOUT", "300")),
-            real_cluster=env.get("HAPTIC_CLUSTER", "local") == "real",
+            web_port=env.env_int("HAPTIC_WEB_PORT", 8000),
+            cluster_port=env.env_int("HAPTIC_CLUSTER_PORT", 16443),
+            health_base=env.env_int("HAPTIC_HEALTH_PORT_BASE", 8091),
+            replicas=env.env_int("HAPTIC_HAPROXY_REPLICAS", 3),
+            admin_user=env.admin_user(),
+            converge_timeout=env.env_float("HAPTIC_CONVERGE_TIMEOUT", 300.0),
+            real_cluster=env.env_text("HAPTIC_CLUSTER", "local") == "real",
         )
 
 
@@ -109,7 +110,7 @@ class Credentials:
 def setup_site(cfg: Settings) -> Credentials:
     """Migrate, static files, roles, admin and API token, in this process (faster than a
     manage.py process per step; the children get the same settings from the environment)."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "haptic_site.settings")
+    env.setdefault("DJANGO_SETTINGS_MODULE", "haptic_site.settings")
     import django
 
     django.setup()
@@ -128,7 +129,7 @@ def setup_site(cfg: Settings) -> Credentials:
     step("collecting static files")
     call_command("collectstatic", interactive=False, verbosity=0)
     user_model = get_user_model()
-    from_env = os.environ.get("HAPTIC_ADMIN_PASSWORD")
+    from_env = env.admin_password()
     existing = user_model.objects.filter(username=cfg.admin_user).first()
     password_file = cfg.var_dir / "admin-password"
     shown: str | None = None  # printed only when generated now, never again
@@ -209,7 +210,7 @@ class Run:
         from haptic_site import stack
 
         self._cluster_wait = None
-        given = os.environ.get("HAPTIC_KUBECONFIG")
+        given = env.kubeconfig()
         if given:
             # Someone else's cluster (e.g. `python -m localcluster up` elsewhere): use it,
             # never stop it. Its node must be able to run this machine's processes.
@@ -506,8 +507,8 @@ def main() -> int:
     cfg.var_dir.mkdir(parents=True, exist_ok=True)
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     # Children (and Django in this process) must agree on var/.
-    os.environ["HAPTIC_VAR_DIR"] = str(cfg.var_dir)
-    os.environ["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    env.export("HAPTIC_VAR_DIR", str(cfg.var_dir))
+    env.export("PYTHONPATH", env.prepend_path("PYTHONPATH", str(REPO_ROOT)))
     lock = _lock(cfg.var_dir)
     if stack.port_in_use(cfg.web_port):
         raise SystemExit(f"port {cfg.web_port} is in use: set HAPTIC_WEB_PORT")
@@ -549,7 +550,7 @@ def main() -> int:
                 index,
                 run.kubeconfig,
                 LOG_DIR,
-                os.environ.get("REDIS_URL"),
+                env.redis_url() or None,
                 {**kube_env, "HAPTIC_HEALTH_PORT": str(port)},
             )
             run.start(proc)

@@ -25,6 +25,8 @@ from typing import Any
 import kubernetes
 from kubernetes.client.exceptions import ApiException
 
+from haptic_site.env import child_environ, prepend_path
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "haptic"
 HAPROXY_LABELS = {"app.kubernetes.io/name": "haproxy"}
@@ -294,7 +296,7 @@ class Process:
         self.proc = subprocess.Popen(
             self.argv,
             cwd=REPO_ROOT,
-            env={**os.environ, **self.env},
+            env=child_environ(self.env),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -477,7 +479,7 @@ def cluster_process(
         "--admin-port", str(admin_port), "--state-dir", str(state_dir),
         *(["--real"] if real else []),
     ]  # fmt: skip
-    env = {"PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {"PYTHONPATH": prepend_path("PYTHONPATH", str(REPO_ROOT))}
     return Process("localcluster", argv, env, log_path)
 
 

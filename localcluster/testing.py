@@ -19,14 +19,9 @@ from typing import Any
 
 import kubernetes
 
+from localcluster.settings import child_environ, test_cluster_kind
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# Which cluster start_cluster() gives fixtures: "local" (this package's API server, the
-# default) or "real" (kube-apiserver and friends, built by `make kube`).
-TEST_CLUSTER_ENV = "HAPTIC_TEST_CLUSTER"
-
-
-def test_cluster_kind() -> str:
-    return os.environ.get(TEST_CLUSTER_ENV, "local")
 
 
 def _launch(
@@ -37,7 +32,7 @@ def _launch(
         sys.executable, "-m", "localcluster", "serve", "--port", str(port),
         "--state-dir", str(state_dir), *extra_args,
     ]  # fmt: skip
-    env = dict(os.environ)
+    env = child_environ()
     env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,

@@ -24,6 +24,7 @@ from typing import Any
 
 from bench.harness import RESULTS_DIR, machine
 from haptic_site import stack
+from haptic_site.env import child_environ, export
 from soak import invariants as inv
 from soak.faults import FaultLog, Faults
 from soak.load import LoadGenerator, Sampler
@@ -52,7 +53,7 @@ def migrate(database_url: str, log_dir: Path) -> None:
     done = subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput"],
         cwd=stack.REPO_ROOT,
-        env={**os.environ, **mirror_env(database_url)},
+        env=child_environ(mirror_env(database_url)),
         capture_output=True,
         timeout=300,
         check=False,
@@ -148,9 +149,9 @@ def run(minutes: float, seed: int, report_path: Path) -> int:
                 skipped["postgres_restart"] = f"no private PostgreSQL: {exc}"
                 postgres = None
             # Controllers inherit the environment: they must use the soak's own services.
-            os.environ["REDIS_URL"] = redis.url
+            export("REDIS_URL", redis.url)
             if postgres:
-                os.environ["DATABASE_URL"] = postgres.url
+                export("DATABASE_URL", postgres.url)
             system = start_system("soak", haproxy_replicas=REPLICAS, controllers=2)
             log(f"stack up; logs in {system.log_dir}")
             if postgres:

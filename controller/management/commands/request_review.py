@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+
+from haptic_site import env
 
 FINAL = {"eligible", "ineligible", "approved", "rejected", "expired", "succeeded", "failed"}
 
@@ -27,13 +28,13 @@ class Command(BaseCommand):
         parser.add_argument("--reason", required=True, help="why a review is needed (audited)")
         parser.add_argument(
             "--user",
-            default=os.environ.get("HAPTIC_ADMIN_USER", "admin"),
+            default=env.admin_user(),
             help="the requesting user; must be in the operator group or a superuser "
             "(default $HAPTIC_ADMIN_USER or admin)",
         )
         parser.add_argument(
             "--template",
-            default=os.environ.get("HAPTIC_TEMPLATE_CONFIG") or "haptic",
+            default=env.template_config(),
             help="HAProxyTemplateConfig the review is about (default haptic)",
         )
         parser.add_argument(
