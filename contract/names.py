@@ -61,3 +61,6 @@ MIRRORED_LOCAL_REFS_ANNOTATION = f"{GROUP}/mirrored-local-refs"
 
 # The readiness gate an HAProxy pod carries until it serves the promised configuration.
 GATE_CONDITION = f"{GROUP}/load-balancer-ready"
+
+# spec.controller of the IngressClasses whose Ingresses haptic serves.
+INGRESS_CONTROLLER = f"{GROUP}/controller"

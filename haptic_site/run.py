@@ -44,6 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from contract import EPOCH_ANNOTATION, parse_epoch
 from haptic_site import env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -399,7 +400,7 @@ def leader_term(api: Any) -> tuple[str | None, int, bool]:
         )
     except Exception:  # no Lease yet (or the API is busy): no leader
         return None, 0, False
-    epoch = int((lease.metadata.annotations or {}).get("haproxy-haptic.org/epoch") or 0)
+    epoch = parse_epoch((lease.metadata.annotations or {}).get(EPOCH_ANNOTATION))
     renewed = lease.spec.renew_time
     age = (datetime.now(UTC) - renewed).total_seconds() if renewed else None
     fresh = age is not None and age < (lease.spec.lease_duration_seconds or 30)
