@@ -285,6 +285,19 @@ class RecoveryReview(models.Model):
         SUCCEEDED = "succeeded"
         FAILED = "failed"
 
+    # The dry run has answered: a decision waits or the review is over.
+    ANSWERED = frozenset(
+        {
+            Status.ELIGIBLE,
+            Status.INELIGIBLE,
+            Status.APPROVED,
+            Status.REJECTED,
+            Status.EXPIRED,
+            Status.SUCCEEDED,
+            Status.FAILED,
+        }
+    )
+
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="recovery_reviews"
     )

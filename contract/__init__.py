@@ -37,6 +37,7 @@ from contract.names import (
     VERSION,
     ChildKind,
 )
+from contract.outcomes import PodAction
 
 __all__ = [
     "ADOPTED_COPY_ANNOTATION",
@@ -66,6 +67,7 @@ __all__ = [
     "VERSION",
     "ChildKind",
     "InvalidEpoch",
+    "PodAction",
     "content_checksum",
     "file_digest",
     "format_epoch",

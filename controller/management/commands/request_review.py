@@ -11,8 +11,6 @@ from django.core.management.base import BaseCommand, CommandError
 
 from haptic_site import env
 
-FINAL = {"eligible", "ineligible", "approved", "rejected", "expired", "succeeded", "failed"}
-
 
 class Command(BaseCommand):
     help = (
@@ -70,7 +68,7 @@ class Command(BaseCommand):
         deadline = time.monotonic() + options["wait"]
         while time.monotonic() < deadline:
             review = RecoveryReview.objects.get(pk=review.pk)
-            if review.status in FINAL:
+            if review.status in RecoveryReview.ANSWERED:
                 break
             time.sleep(0.5)
         self.stdout.write(f"status: {review.status}")
