@@ -285,6 +285,8 @@ class RecoveryReview(models.Model):
         SUCCEEDED = "succeeded"
         FAILED = "failed"
 
+    # The leader still works on it (or is about to): its timeline bar runs up to now.
+    IN_FLIGHT = frozenset({Status.REQUESTED, Status.EVALUATING, Status.APPROVED, Status.RUNNING})
     # The dry run has answered: a decision waits or the review is over.
     ANSWERED = frozenset(
         {
