@@ -19,7 +19,7 @@ from checkpoints.mirror import Mirror
 from checkpoints.models import AuditLog, Checkpoint, MirrorState
 from localcluster.testing import ApiServer
 from tests.site import factories as f
-from tests.site.test_browser import ARTIFACTS
+from tests.site.conftest import ARTIFACTS
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
