@@ -500,6 +500,43 @@ def _lock(var_dir: Path) -> Any:
     return fh
 
 
+def start_controllers_and_mirror(run: Run, cfg: Settings) -> None:
+    """Two controller replicas (each with its health port) and the mirror, on the cluster."""
+    from haptic_site import stack
+
+    kube_env = {"HAPTIC_KUBECONFIG": str(run.kubeconfig), "HAPTIC_NAMESPACE": stack.NAMESPACE}
+    for index, port in enumerate(_health_ports(cfg, 2)):
+        proc = stack.controller_process(
+            index,
+            run.kubeconfig,
+            LOG_DIR,
+            env.redis_url() or None,
+            {**kube_env, "HAPTIC_HEALTH_PORT": str(port)},
+        )
+        run.start(proc)
+        step(f"{proc.name} health: http://127.0.0.1:{port}/healthz /readyz /metrics")
+    run.start(
+        stack.Process(
+            "mirror",
+            [sys.executable, "manage.py", "run_mirror", "--kubeconfig", str(run.kubeconfig)],
+            kube_env,
+            LOG_DIR / "mirror.log",
+        )
+    )
+
+
+def supervise(run: Run) -> int:
+    """Until Ctrl-C or a process exits: the exit code to end with (0 after Ctrl-C)."""
+    while not run.stopping:
+        for proc in run.processes:
+            if not proc.running:
+                step(f"{proc.name} exited with {proc.proc.returncode}; stopping everything")
+                run.stopping = True
+                return proc.proc.returncode or 1
+        time.sleep(0.5)
+    return 0
+
+
 def main() -> int:
     from haptic_site import stack
 
@@ -545,25 +582,7 @@ def main() -> int:
             step("agent token Secret updated to var/agent-token")
         epoch_before = leader_term(api)[1]
         # Controllers boot for seconds (Celery, watches): start them before the workload.
-        kube_env = {"HAPTIC_KUBECONFIG": str(run.kubeconfig), "HAPTIC_NAMESPACE": stack.NAMESPACE}
-        for index, port in enumerate(_health_ports(cfg, 2)):
-            proc = stack.controller_process(
-                index,
-                run.kubeconfig,
-                LOG_DIR,
-                env.redis_url() or None,
-                {**kube_env, "HAPTIC_HEALTH_PORT": str(port)},
-            )
-            run.start(proc)
-            step(f"{proc.name} health: http://127.0.0.1:{port}/healthz /readyz /metrics")
-        run.start(
-            stack.Process(
-                "mirror",
-                [py, "manage.py", "run_mirror", "--kubeconfig", str(run.kubeconfig)],
-                kube_env,
-                LOG_DIR / "mirror.log",
-            )
-        )
+        start_controllers_and_mirror(run, cfg)
         step(
             f"installing {cfg.replicas} HAProxy pods, backends {', '.join(HOSTS.values())} "
             f"and Ingresses {', '.join(HOSTS)}"
@@ -572,14 +591,7 @@ def main() -> int:
         stack.scale_deployment(api, "haproxy", cfg.replicas)
         fleet = wait_converged(run, api, epoch_before)
         summary(cfg, creds, fleet, started)
-        while not run.stopping:
-            for proc in run.processes:
-                if not proc.running:
-                    code = proc.proc.returncode or 1
-                    step(f"{proc.name} exited with {proc.proc.returncode}; stopping everything")
-                    run.stopping = True
-                    break
-            time.sleep(0.5)
+        code = supervise(run)
     except Interrupted:
         print("", flush=True)
         code = 130
