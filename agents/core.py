@@ -61,7 +61,6 @@ from agents.manifest import (
     parse_manifest,
     sha256_hex,
 )
-from agents.settings import haproxy_environ
 from agents.sockets import HAProxySocketError, RuntimeAPI
 from agents.state import DurableState, PlanRecord, load, save
 from agents.supervisor import (
@@ -71,6 +70,7 @@ from agents.supervisor import (
     process_start_time,
     render_agent_cfg,
 )
+from config.env import child_environ
 from contract import PodAction
 
 log = logging.getLogger("agents")
@@ -121,7 +121,7 @@ class Agent:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.layout = Layout(settings.data_dir, settings.socket_dir)
-        env = haproxy_environ({**settings.extra_env, "POD_IP": settings.pod_ip})
+        env = child_environ({**settings.extra_env, "POD_IP": settings.pod_ip})
         self.supervisor = Supervisor(settings.binary, self.layout, env)
         self.runtime = RuntimeAPI(str(self.layout.runtime_sock))
         self.journal = Journal(settings.data_dir / "journal")

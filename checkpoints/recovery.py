@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from checkpoints.audit import audit
 from checkpoints.models import Checkpoint, RecoveryReview, RecoveryVerdict
-from haptic_site import env
+from config import env
 
 Status = RecoveryReview.Status
 DECIDABLE = {Status.REQUESTED, Status.EVALUATING, Status.ELIGIBLE, Status.INELIGIBLE}

@@ -26,10 +26,10 @@ from celery.exceptions import Reject
 from celery.result import AsyncResult
 from kubernetes import client
 
+from config import env
 from controller.election.term import FencingToken, Term
 from controller.fencing import StaleTerm, as_token, check_term
 from controller.worker import current_runtime, leader_queue_name, make_api_client
-from haptic_site import env
 
 log = logging.getLogger(__name__)
 

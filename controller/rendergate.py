@@ -25,10 +25,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from config.env import child_environ
+from config.env import haproxy_bin as configured_haproxy_bin
 from controller.metrics import GATE_DURATION
 from controller.render.model import RenderOutput
-from haptic_site.env import child_environ
-from haptic_site.env import haproxy_bin as configured_haproxy_bin
 
 CHECK_POD_IP = "127.0.0.1"
 log = logging.getLogger(__name__)

@@ -19,6 +19,7 @@ import celery.exceptions
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from config import env
 from controller.deploy.deployer import AgentPool, Deployer
 from controller.election.term import Term
 from controller.election.timing import parse_duration
@@ -35,7 +36,6 @@ from controller.retained.checkpoint import API_VERSION, TemplateRef
 from controller.statusapplier import StatusApplier, cache_lookup
 from controller.watch.replica import ReplicaWatch
 from controller.worker import LeaderComponents, ReplicaComponents, ReplicaRuntime
-from haptic_site import env
 
 log = logging.getLogger(__name__)
 

@@ -26,6 +26,7 @@ import click
 from celery import Celery, bootsteps
 from kubernetes import client, config
 
+from config import env
 from controller.election.elector import ElectionCallbacks, LeaderElector
 from controller.election.events import EventRecorder
 from controller.election.identity import replica_identity
@@ -41,7 +42,6 @@ from controller.election.template_config import (
 )
 from controller.election.term import FencingToken, Term
 from controller.election.timing import ElectionSettings
-from haptic_site import env
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from dataclasses import fields
 import click
 from celery import Celery, signals
 
-from haptic_site.env import export
+from config.env import export
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "haptic_site.settings")
 

@@ -44,8 +44,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from config import env
 from contract import EPOCH_ANNOTATION, parse_epoch
-from haptic_site import env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VAR_DIR = env.var_dir(REPO_ROOT / "var").resolve()

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import dj_database_url
 
-from haptic_site import env
-from haptic_site.env import env_bool, env_int, env_list, env_text, secret_key
+from config import env
+from config.env import env_bool, env_int, env_list, env_text, secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env.var_dir(BASE_DIR / "var")

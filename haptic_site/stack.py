@@ -25,8 +25,8 @@ from typing import Any
 import kubernetes
 from kubernetes.client.exceptions import ApiException
 
+from config.env import child_environ, prepend_path
 from contract import API_VERSION, GATE_CONDITION, GROUP, INGRESS_CONTROLLER
-from haptic_site.env import child_environ, prepend_path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "haptic"

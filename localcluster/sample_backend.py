@@ -20,7 +20,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from localcluster.settings import pod_env
+from config.env import pod_env
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -19,7 +19,7 @@ from typing import Any, Self
 
 import kubernetes
 
-from localcluster.settings import child_environ, test_cluster_kind
+from config.env import child_environ, test_cluster_kind
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import RESULTS_DIR, machine
+from config.env import child_environ, export
 from haptic_site import stack
-from haptic_site.env import child_environ, export
 from soak import invariants as inv
 from soak.faults import FaultLog, Faults
 from soak.load import LoadGenerator, Sampler

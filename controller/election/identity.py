@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 
-from haptic_site.env import environ as process_environ
+from config.env import environ as process_environ
 
 
 def replica_identity(environ: dict[str, str] | None = None) -> str:

@@ -13,8 +13,8 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 
+from config.env import environ, pod_name
 from controller.election.timing import DEFAULT_LEASE_NAME
-from haptic_site.env import environ, pod_name
 
 # Shipped default of --ha-self-endpoint. The publisher refuses to advertise it: an unreachable
 # address advertised as the failover target is worse than advertising nothing.

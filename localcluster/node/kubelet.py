@@ -19,7 +19,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from localcluster.settings import child_environ
+from config.env import child_environ
 
 from . import podstatus
 from .events import EventRecorder

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from localcluster.settings import kube_bin_dir
+from config.env import kube_bin_dir
 
 from . import pki
 

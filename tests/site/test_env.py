@@ -1,4 +1,4 @@
-"""haptic_site/env.py: how every setting of the site, the controller and the stack is read."""
+"""config/env.py: how every setting of haptic is read, and that nothing else reads one."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from haptic_site import env
+from config import env
 
 REPO = Path(__file__).resolve().parents[2]
-PRODUCT = ("controller", "agents", "checkpoints", "haptic_site", "localcluster", "contract",
-           "dashboard", "soak")  # fmt: skip
-SETTINGS_MODULES = {"haptic_site/env.py", "agents/settings.py", "localcluster/settings.py"}
+PRODUCT = ("controller", "agents", "checkpoints", "config", "haptic_site", "localcluster",
+           "contract", "dashboard", "soak")  # fmt: skip
+SETTINGS_MODULES = {"config/env.py"}
 # Django's standard entry points (asgi, wsgi, celery) name the settings module this way.
 DJANGO_ENTRY = 'os.environ.setdefault("DJANGO_SETTINGS_MODULE", "haptic_site.settings")'
 

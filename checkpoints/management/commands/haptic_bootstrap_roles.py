@@ -13,7 +13,7 @@ from django.contrib.auth.models import Group, Permission
 from django.core.management.base import BaseCommand, CommandError
 
 from checkpoints.roles import OPERATOR, VIEWER
-from haptic_site import env
+from config import env
 
 
 class Command(BaseCommand):

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from kubernetes.client.exceptions import ApiException
 
+from config import env
 from contract import (
     CLAIM_ANNOTATION,
     EPOCH_ANNOTATION,
@@ -28,7 +29,6 @@ from contract import (
     VERSION,
 )
 from controller.election.timing import DEFAULT_LEASE_NAME as LEADER_LEASE
-from haptic_site import env
 
 __all__ = [
     "CLAIM_ANNOTATION",

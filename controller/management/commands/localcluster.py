@@ -8,7 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from haptic_site import env, stack
+from config import env
+from haptic_site import stack
 
 from ._ops import var_dir
 

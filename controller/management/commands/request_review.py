@@ -9,7 +9,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from haptic_site import env
+from config import env
 
 
 class Command(BaseCommand):

@@ -1,7 +1,6 @@
-"""Reading settings from the environment: the one place the site, the controller, the
-management commands, the development stack and the soak read `os.environ` (explicit
-defaults, clear errors). The agent and the local cluster run without Django and have their
-own: `agents/settings.py` and `localcluster/settings.py`.
+"""Reading settings from the environment: the one place product code reads `os.environ`
+(the site, the controller, the management commands, the agent, the local cluster, the
+development stack and the soak), with explicit defaults and clear errors.
 
 An empty variable means "unset" everywhere, so `HAPTIC_NAMESPACE=` gives the default.
 """
@@ -132,6 +131,22 @@ def agent_token() -> str:
 def pod_name() -> str:
     """POD_NAME (the downward API); empty outside a pod."""
     return env_text("POD_NAME")
+
+
+def pod_env(name: str, default: str = "") -> str:
+    """A downward-API variable of a program run in a pod (POD_IP, POD_UID, POD_NAMESPACE)."""
+    return env_text(name, default)
+
+
+def test_cluster_kind() -> str:
+    """HAPTIC_TEST_CLUSTER: the cluster test fixtures start, "local" (localcluster's API
+    server, the default) or "real" (kube-apiserver and friends, built by `make kube`)."""
+    return env_text("HAPTIC_TEST_CLUSTER", "local")
+
+
+def kube_bin_dir(default: Path) -> Path:
+    """HAPTIC_KUBE_BIN: where `make kube` put etcd and the Kubernetes binaries."""
+    return Path(env_text("HAPTIC_KUBE_BIN") or default)
 
 
 def admin_user() -> str:
