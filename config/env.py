@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -25,24 +28,22 @@ def env_text(name: str, default: str = "") -> str:
     return os.environ.get(name) or default
 
 
-def env_int(name: str, default: int) -> int:
+def _parsed(name: str, default: T, parse: Callable[[str], T], what: str) -> T:
     raw = os.environ.get(name)
     if not raw:
         return default
     try:
-        return int(raw)
+        return parse(raw)
     except ValueError:
-        raise ValueError(f"{name}={raw!r} is not an integer") from None
+        raise ValueError(f"{name}={raw!r} is not {what}") from None
+
+
+def env_int(name: str, default: int) -> int:
+    return _parsed(name, default, int, "an integer")
 
 
 def env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if not raw:
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a number") from None
+    return _parsed(name, default, float, "a number")
 
 
 def env_bool(name: str, default: bool = False) -> bool:
