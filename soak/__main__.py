@@ -24,7 +24,7 @@ from typing import Any
 
 from bench.harness import RESULTS_DIR, machine
 from config.env import child_environ, export
-from haptic_site import stack
+from devstack import stack
 from soak import invariants as inv
 from soak.faults import FaultLog, Faults
 from soak.load import LoadGenerator, Sampler

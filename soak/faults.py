@@ -20,7 +20,7 @@ from typing import Any
 import kubernetes
 
 from contract import EPOCH_ANNOTATION, GROUP, TEMPLATE_PLURAL, VERSION
-from haptic_site import stack
+from devstack import stack
 from soak.invariants import Window
 from soak.load import Sampler
 from soak.services import Postgres, Redis

@@ -28,7 +28,7 @@ from contract import (
     VERSION,
     parse_epoch,
 )
-from haptic_site import stack
+from devstack import stack
 from soak.invariants import PodObservation, RequestRecord, Sample
 
 READ_TIMEOUT = 2.0

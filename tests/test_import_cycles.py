@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PRODUCT = ("agents", "checkpoints", "config", "contract", "controller", "dashboard",
+PRODUCT = ("agents", "checkpoints", "config", "contract", "controller", "dashboard", "devstack",
            "haptic_site", "localcluster", "soak")  # fmt: skip
 
 CHECK = r"""

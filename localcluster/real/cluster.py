@@ -162,7 +162,7 @@ class ControlPlane:
         )
 
     def _spawn(self, name: str, argv: list[str]) -> None:
-        from haptic_site.stack import Process
+        from devstack.stack import Process
 
         proc = Process(name, argv, {}, self.log_dir / f"{name}.log", None, signal.SIGKILL)
         self.processes[name] = proc.start()

@@ -44,7 +44,7 @@ from controller.retained.checkpoint import (
 from controller.retained.intent import EPOCH_ANNOTATION
 from controller.retained.selection import CheckpointPointer
 from controller.watch.discovery import DiscoveredPod
-from haptic_site import stack
+from devstack import stack
 from localcluster.testing import ApiServer
 from tests.agents.helpers import TOKEN, AgentProcess, Backend, free_ip, wait_for
 from tests.render import builders as b

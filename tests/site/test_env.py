@@ -10,8 +10,8 @@ import pytest
 from config import env
 
 REPO = Path(__file__).resolve().parents[2]
-PRODUCT = ("controller", "agents", "checkpoints", "config", "haptic_site", "localcluster",
-           "contract", "dashboard", "soak")  # fmt: skip
+PRODUCT = ("controller", "agents", "checkpoints", "config", "devstack", "haptic_site",
+           "localcluster", "contract", "dashboard", "soak")  # fmt: skip
 SETTINGS_MODULES = {"config/env.py"}
 # Django's standard entry points (asgi, wsgi, celery) name the settings module this way.
 DJANGO_ENTRY = 'os.environ.setdefault("DJANGO_SETTINGS_MODULE", "haptic_site.settings")'

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from config import env
-from haptic_site import stack
+from devstack import stack
 
 from ._ops import var_dir
 

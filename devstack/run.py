@@ -208,7 +208,7 @@ class Run:
 
     def launch_cluster(self) -> None:
         """Start the local cluster without waiting: it boots while the site is set up."""
-        from haptic_site import stack
+        from devstack import stack
 
         self._cluster_wait = None
         given = env.kubeconfig()
@@ -244,7 +244,7 @@ class Run:
         self._cluster_wait = (proc, offset)
 
     def cluster_ready(self) -> None:
-        from haptic_site import stack
+        from devstack import stack
 
         if self._cluster_wait is None:
             return
@@ -275,7 +275,7 @@ class Run:
         step(f"local cluster ready at {url} (state: {self.state_dir})")
 
     def stop_all(self) -> None:
-        from haptic_site import stack
+        from devstack import stack
 
         if not self.processes:
             return
@@ -319,7 +319,7 @@ class Run:
         try:
             import kubernetes
 
-            from haptic_site import stack
+            from devstack import stack
 
             api = kubernetes.config.new_client_from_config(config_file=str(self.kubeconfig))
             lease = kubernetes.client.CoordinationV1Api(api).read_namespaced_lease(
@@ -331,7 +331,7 @@ class Run:
 
 
 def _health_ports(cfg: Settings, count: int) -> list[int]:
-    from haptic_site import stack
+    from devstack import stack
 
     if cfg.health_base == 0:
         return [stack.free_port() for _ in range(count)]
@@ -340,14 +340,14 @@ def _health_ports(cfg: Settings, count: int) -> list[int]:
 
 def control_objects(agent_token: str) -> list[dict]:
     """What the controllers need before they start: namespace, token, template config."""
-    from haptic_site import stack
+    from devstack import stack
 
     return [*stack.base_objects(agent_token), stack.template_config(stack.Timings())]
 
 
 def workload_objects(replicas: int, token_file: Path) -> list[dict]:
     """The HAProxy pods and the sample backends with their Ingresses."""
-    from haptic_site import stack
+    from devstack import stack
 
     objects: list[dict] = [stack.haproxy_deployment(replicas, token_file)]
     for host, name in HOSTS.items():
@@ -357,7 +357,7 @@ def workload_objects(replicas: int, token_file: Path) -> list[dict]:
 
 
 def install(api: Any, objects: list[dict]) -> None:
-    from haptic_site import stack
+    from devstack import stack
 
     # Retried: a resumed API server may still be replaying its journal.
     stack.wait_for(lambda: stack.apply_objects(api, objects) or True, 30, what="manifests")
@@ -392,7 +392,7 @@ def leader_term(api: Any) -> tuple[str | None, int, bool]:
     """(holder, fencing epoch, renewed within the lease duration) of the leader Lease."""
     import kubernetes
 
-    from haptic_site import stack
+    from devstack import stack
 
     try:
         lease = kubernetes.client.CoordinationV1Api(api).read_namespaced_lease(
@@ -410,7 +410,7 @@ def leader_term(api: Any) -> tuple[str | None, int, bool]:
 def observe(api: Any, epoch_before: int) -> Fleet:
     import httpx
 
-    from haptic_site import stack
+    from devstack import stack
 
     pods = stack.list_haproxy_pods(api, timeout=3)
     holder, epoch, fresh = leader_term(api)
@@ -502,7 +502,7 @@ def _lock(var_dir: Path) -> Any:
 
 def start_controllers_and_mirror(run: Run, cfg: Settings) -> None:
     """Two controller replicas (each with its health port) and the mirror, on the cluster."""
-    from haptic_site import stack
+    from devstack import stack
 
     kube_env = {"HAPTIC_KUBECONFIG": str(run.kubeconfig), "HAPTIC_NAMESPACE": stack.NAMESPACE}
     for index, port in enumerate(_health_ports(cfg, 2)):
@@ -538,7 +538,7 @@ def supervise(run: Run) -> int:
 
 
 def main() -> int:
-    from haptic_site import stack
+    from devstack import stack
 
     started = time.monotonic()
     cfg = Settings.from_env()
