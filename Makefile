@@ -44,7 +44,7 @@ $(KUBE_BUILT): kube/go.mod kube/go.sum kube/build.sh kube/tools.go
 # HAPTIC_CLUSTER=real runs the system on the real control plane (built first); the default
 # is the embedded local cluster, which needs no Go.
 run: $(STAMP) $(if $(filter real,$(HAPTIC_CLUSTER)),$(KUBE_BUILT))
-	@$(PY) -m haptic_site.run
+	@$(PY) -m devstack.run
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

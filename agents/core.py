@@ -8,6 +8,7 @@ agent's own reload for a foreign worker). The HTTP layer calls it from a thread.
 from __future__ import annotations
 
 import contextlib
+import enum
 import logging
 import os
 import shutil
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.decide import (
+    Action,
     Current,
     choose_action,
     expected_servers,
@@ -68,7 +70,8 @@ from agents.supervisor import (
     process_start_time,
     render_agent_cfg,
 )
-from contract import FILE_ONLY, RELOAD, RUNTIME
+from config.env import child_environ
+from contract import PodAction
 
 log = logging.getLogger("agents")
 
@@ -90,10 +93,18 @@ class Settings:
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
+class ReloadFailure(enum.StrEnum):
+    """Why a reload did not prove uptake (reported as the apply's `reason`)."""
+
+    REFUSED = "refused"  # haproxy would not load the configuration
+    UPTAKE_NOT_PROVEN = "uptake_not_proven"
+    SOCKET_ERROR = "socket_error"
+
+
 @dataclass
 class ReloadOutcome:
     ok: bool
-    kind: str = ""  # refused | uptake_not_proven | socket_error
+    kind: ReloadFailure | None = None
     error: str = ""
 
 
@@ -110,9 +121,7 @@ class Agent:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.layout = Layout(settings.data_dir, settings.socket_dir)
-        env = dict(os.environ)
-        env.update(settings.extra_env)
-        env["POD_IP"] = settings.pod_ip
+        env = child_environ({**settings.extra_env, "POD_IP": settings.pod_ip})
         self.supervisor = Supervisor(settings.binary, self.layout, env)
         self.runtime = RuntimeAPI(str(self.layout.runtime_sock))
         self.journal = Journal(settings.data_dir / "journal")
@@ -248,8 +257,8 @@ class Agent:
         if s.worker_operation_plan_id is None:
             return None
         if s.worker_operation_plan_id == s.running_plan_id:
-            return RELOAD
-        return s.worker_operation_mode or RUNTIME
+            return PodAction.RELOAD
+        return s.worker_operation_mode or PodAction.RUNTIME
 
     def is_bootstrap(self) -> bool:
         """ADR-0033's bootstrap pod: no applied, running, worker-operation or last-known-good
@@ -375,9 +384,9 @@ class Agent:
                     "applied_token": self.state.applied_token,
                 }
             decision = choose_action(current, manifest)
-            if decision.action == "noop":
-                return 200, self._finish(manifest, "noop", decision.why, started)
-            if decision.action == "revert":
+            if decision.action is Action.NOOP:
+                return 200, self._finish(manifest, PodAction.NOOP, decision.why, started)
+            if decision.action is Action.REVERT:
                 try:
                     manifest = self._lkg_manifest(manifest)
                 except ManifestError as exc:
@@ -387,7 +396,11 @@ class Agent:
                     check_inside(self.layout.config_root, entry.path)
             except TreeError as exc:
                 return 400, {"reason": exc.reason, "detail": exc.detail}
-            action = decision.action if decision.action in (RUNTIME, FILE_ONLY) else RELOAD
+            action = (
+                decision.action
+                if decision.action in (Action.RUNTIME, Action.FILE_ONLY)
+                else Action.RELOAD
+            )
             try:
                 return self._apply_files(manifest, action, decision.why, started)
             except (OSError, TreeError, HAProxySocketError) as exc:
@@ -426,7 +439,7 @@ class Agent:
         )
 
     def _apply_files(
-        self, m: Manifest, action: str, why: str, started: float
+        self, m: Manifest, action: Action, why: str, started: float
     ) -> tuple[int, dict[str, Any]]:
         root = self.layout.config_root
         durable = self.settings.durable
@@ -436,7 +449,7 @@ class Agent:
         remove = sorted(p for p in disk if p not in new)
         staging = None
         try:
-            if action == "reload":
+            if action is Action.RELOAD:
                 # The whole tree, so `haproxy -c` sees exactly what the reload will load.
                 staging = self.staging_root / uuid.uuid4().hex[:12]
                 stage(staging, m.files, durable)
@@ -453,12 +466,12 @@ class Agent:
             if staging is not None:
                 shutil.rmtree(staging, ignore_errors=True)
 
-        if action != RELOAD:
+        if action is not Action.RELOAD:
             problems = self._runtime_apply(m, write)
             if not problems:
                 self._runtime_done(m, action)
                 self.journal.clear()
-                return 200, self._finish(m, action, why, started)
+                return 200, self._finish(m, PodAction(action), why, started)
             why = "runtime verification failed, reloading: " + "; ".join(problems[:5])
             log.warning("%s", why)
             ok, text = self.supervisor.check(self.layout.root_cfg)
@@ -477,15 +490,15 @@ class Agent:
         if outcome.ok:
             self._reload_done(m)
             self.journal.clear()
-            return 200, self._finish(m, "reload", why, started)
+            return 200, self._finish(m, PodAction.RELOAD, why, started)
         self.journal.restore(root)
         self.journal.clear()
         self._write_ready_file(was_ready)
         if self.supervisor.exit_code() is not None:
             self._restart_haproxy()  # back to serving the restored files, if they load
-        elif action != RELOAD and outcome.kind == "refused":
+        elif action is not Action.RELOAD and outcome.kind is ReloadFailure.REFUSED:
             self._reload_and_prove()  # drop operations half-applied before the fallback
-        if outcome.kind == "refused":
+        if outcome.kind is ReloadFailure.REFUSED:
             return self._refused(m, outcome.error, started)
         self._violate(f"reload for plan {m.plan_id}: {outcome.error}")
         self.state.last_apply = self._result(m, outcome.kind, outcome.error, started)
@@ -540,9 +553,9 @@ class Agent:
             before = set(master.show_proc().workers)
             ok, startup_log = master.reload()
         except HAProxySocketError as exc:
-            return ReloadOutcome(False, "socket_error", str(exc))
+            return ReloadOutcome(False, ReloadFailure.SOCKET_ERROR, str(exc))
         if not ok:
-            return ReloadOutcome(False, "refused", alert_lines(startup_log))
+            return ReloadOutcome(False, ReloadFailure.REFUSED, alert_lines(startup_log))
         self._last_reload = time.monotonic()
         self.state.reload_count += 1
         deadline = time.monotonic() + self.settings.uptake_timeout
@@ -563,7 +576,7 @@ class Agent:
         self.worker = None
         return ReloadOutcome(
             False,
-            "uptake_not_proven",
+            ReloadFailure.UPTAKE_NOT_PROVEN,
             f"no new worker answered within {self.settings.uptake_timeout}s (new pid {new_pid})",
         )
 
@@ -575,10 +588,10 @@ class Agent:
             self._adopt_current_worker()
         except (RuntimeError, HAProxySocketError) as exc:
             self.worker = None
-            return ReloadOutcome(False, "refused", alert_lines(str(exc)))
+            return ReloadOutcome(False, ReloadFailure.REFUSED, alert_lines(str(exc)))
         self._last_reload = time.monotonic()
         self.state.reload_count += 1
-        return ReloadOutcome(self.worker is not None, "uptake_not_proven", "no worker")
+        return ReloadOutcome(self.worker is not None, ReloadFailure.UPTAKE_NOT_PROVEN, "no worker")
 
     def _adopt_current_worker(self) -> None:
         info = self.supervisor.master.show_proc()
@@ -624,7 +637,7 @@ class Agent:
         due_at = time.time() + max(0.0, self._pending_due - time.monotonic())
         s.pending_reload = {"plan_id": m.plan_id, "due_at": round(due_at, 3)}
         self.journal.clear()
-        return self._finish(m, "reload_scheduled", why, started)
+        return self._finish(m, PodAction.RELOAD_SCHEDULED, why, started)
 
     def pending_due_in(self) -> float | None:
         if self.state.pending_reload is None:
@@ -646,14 +659,16 @@ class Agent:
                 s.pending_reload = None
                 s.invariant_violation = None
                 self._set_lkg(applied)
-                s.last_apply = dict(s.last_apply or {}, result="reload", reload_confirmed=True)
+                s.last_apply = dict(
+                    s.last_apply or {}, result=PodAction.RELOAD.value, reload_confirmed=True
+                )
             else:
                 # Put last-known-good back on disk; the old worker never left it.
                 s.pending_reload = None
                 error = f"scheduled reload of {applied.plan_id} failed: {outcome.error}"
                 self._restore_lkg_tree()
                 s.last_apply = dict(s.last_apply or {}, result=outcome.kind, error=error)
-                if outcome.kind != "refused":
+                if outcome.kind is not ReloadFailure.REFUSED:
                     self._violate(error)
             self._save()
 
@@ -730,7 +745,7 @@ class Agent:
 
     def _finish(self, m: Manifest, result: str, why: str, started: float) -> dict[str, Any]:
         s = self.state
-        if result != "noop":
+        if result != PodAction.NOOP:
             s.apply_count += 1
         s.last_apply = self._result(m, result, why, started)
         self._save()

@@ -6,11 +6,11 @@ HAProxy and acts on the answer.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from agents.haproxy_text import ServerState
 from agents.manifest import Manifest, MapOp, RuntimeOp, SetServer, Token
-from contract import FILE_ONLY, RUNTIME
 
 RUNTIME_KINDS = ("config", "map")
 
@@ -32,9 +32,20 @@ class Current:
     bootstrap: bool = False
 
 
+class Action(enum.StrEnum):
+    """What an apply does: nothing, runtime API only, changed files only (nothing the worker
+    must be told), a reload, or a reload of last-known-good."""
+
+    NOOP = "noop"
+    RUNTIME = "runtime"
+    FILE_ONLY = "file-only"
+    RELOAD = "reload"
+    REVERT = "revert"
+
+
 @dataclass(frozen=True)
 class Decision:
-    action: str  # noop | runtime | file-only | reload | revert
+    action: Action
     why: str
 
 
@@ -75,33 +86,33 @@ def choose_action(current: Current, manifest: Manifest) -> Decision:
     worker; the read-back still proves it), else runtime. Otherwise a reload. Anything
     doubtful (violation, dead worker) reloads."""
     if manifest.mode == "revert_lkg":
-        return Decision("revert", "revert_lkg requested")
+        return Decision(Action.REVERT, "revert_lkg requested")
     if manifest.mode == "reload":
-        return Decision("reload", "reload requested")
+        return Decision(Action.RELOAD, "reload requested")
     if current.violation:
-        return Decision("reload", "invariant violation present: full apply repairs it")
+        return Decision(Action.RELOAD, "invariant violation present: full apply repairs it")
     if not current.worker_alive:
-        return Decision("reload", "no live worker")
+        return Decision(Action.RELOAD, "no live worker")
     if current.running_structure_digest is None:
-        return Decision("reload", "worker runs the bootstrap configuration")
+        return Decision(Action.RELOAD, "worker runs the bootstrap configuration")
     if current.pending_reload:
-        return Decision("reload", "a reload is already pending")
+        return Decision(Action.RELOAD, "a reload is already pending")
     if (
         manifest.plan_id == current.applied_plan_id
         and manifest.checksum == current.applied_checksum
     ):
-        return Decision("noop", "plan already applied")
+        return Decision(Action.NOOP, "plan already applied")
     if manifest.structure_digest != current.running_structure_digest:
-        return Decision("reload", "structure digest differs from the running worker's")
+        return Decision(Action.RELOAD, "structure digest differs from the running worker's")
     new = manifest.file_map()
     if set(new) != set(current.files):
-        return Decision("reload", "file set changed")
+        return Decision(Action.RELOAD, "file set changed")
     for path in changed_paths(current, manifest):
         if new[path].kind not in RUNTIME_KINDS:
-            return Decision("reload", f"{path} ({new[path].kind}) changed")
+            return Decision(Action.RELOAD, f"{path} ({new[path].kind}) changed")
     if not manifest.runtime_operations:
-        return Decision(FILE_ONLY, "same structure, only bytes the worker already matches")
-    return Decision(RUNTIME, "same structure, only config/map bytes changed")
+        return Decision(Action.FILE_ONLY, "same structure, only bytes the worker already matches")
+    return Decision(Action.RUNTIME, "same structure, only config/map bytes changed")
 
 
 def cli_escape(word: str) -> str:

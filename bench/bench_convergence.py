@@ -33,8 +33,8 @@ from typing import Any
 import kubernetes
 
 from bench.harness import summarize
-from haptic_site import stack
-from haptic_site.stack import wait_for
+from devstack import stack
+from devstack.stack import wait_for
 from tests.e2e.harness import System, start_system
 from tests.render.builders import scale_set
 

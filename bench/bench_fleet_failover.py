@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from bench.harness import summarize
-from haptic_site.stack import ingress, wait_for
+from devstack.stack import ingress, wait_for
 from tests.hub.planes import ACTIVE, BUDGET, STANDBY, start_control_planes
 
 RUNS = 3  # each run builds the whole topology (~15 s) so few runs; the medians are reported

@@ -33,8 +33,8 @@ from kubernetes.client.exceptions import ApiException
 
 from bench.harness import summarize
 from contract import GROUP, INTENT_ANNOTATION, TEMPLATE_PLURAL, VERSION
-from haptic_site import stack
-from haptic_site.stack import wait_for
+from devstack import stack
+from devstack.stack import wait_for
 from tests.e2e.harness import System, start_system
 
 RUNS = int(os.environ.get("BENCH_RECOVERY_RUNS", "5"))

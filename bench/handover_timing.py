@@ -16,8 +16,8 @@ import sys
 import threading
 import time
 
-from haptic_site import stack
-from haptic_site.stack import wait_for
+from devstack import stack
+from devstack.stack import wait_for
 from tests.e2e.harness import start_system
 
 

@@ -27,10 +27,11 @@ from kubernetes import config as k8s_config
 
 from checkpoints import store
 from checkpoints.models import MirrorState
+from contract import API_VERSION
 
 log = logging.getLogger(__name__)
 
-CRD_BASE = "/apis/haproxy-haptic.org/v1alpha1/namespaces/{ns}/"
+CRD_BASE = f"/apis/{API_VERSION}/namespaces/{{ns}}/"
 
 
 class Gone(Exception):

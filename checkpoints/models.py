@@ -285,6 +285,21 @@ class RecoveryReview(models.Model):
         SUCCEEDED = "succeeded"
         FAILED = "failed"
 
+    # The leader still works on it (or is about to): its timeline bar runs up to now.
+    IN_FLIGHT = frozenset({Status.REQUESTED, Status.EVALUATING, Status.APPROVED, Status.RUNNING})
+    # The dry run has answered: a decision waits or the review is over.
+    ANSWERED = frozenset(
+        {
+            Status.ELIGIBLE,
+            Status.INELIGIBLE,
+            Status.APPROVED,
+            Status.REJECTED,
+            Status.EXPIRED,
+            Status.SUCCEEDED,
+            Status.FAILED,
+        }
+    )
+
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="recovery_reviews"
     )

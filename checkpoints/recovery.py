@@ -8,7 +8,6 @@ audit log.
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from typing import Any
 
@@ -19,6 +18,7 @@ from django.utils import timezone
 
 from checkpoints.audit import audit
 from checkpoints.models import Checkpoint, RecoveryReview, RecoveryVerdict
+from config import env
 
 Status = RecoveryReview.Status
 DECIDABLE = {Status.REQUESTED, Status.EVALUATING, Status.ELIGIBLE, Status.INELIGIBLE}
@@ -36,11 +36,7 @@ def review_ttl() -> timedelta:
 
 def leader_queue() -> str:
     """The queue only the current leader consumes (the controller's HAPTIC_LEADER_QUEUE)."""
-    return (
-        getattr(settings, "HAPTIC_LEADER_QUEUE", "")
-        or os.environ.get("HAPTIC_LEADER_QUEUE")
-        or "leader"
-    )
+    return getattr(settings, "HAPTIC_LEADER_QUEUE", "") or env.leader_queue()
 
 
 def as_result(evaluation: Any) -> dict[str, Any]:

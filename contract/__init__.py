@@ -23,6 +23,7 @@ from contract.names import (
     FILE_ONLY,
     GATE_CONDITION,
     GROUP,
+    INGRESS_CONTROLLER,
     INTENT_ANNOTATION,
     MIRROR_LABEL,
     MIRRORED_INTENT_ANNOTATION,
@@ -40,6 +41,7 @@ from contract.names import (
     VERSION,
     ChildKind,
 )
+from contract.outcomes import PodAction
 
 __all__ = [
     "ADOPTED_COPY_ANNOTATION",
@@ -55,6 +57,7 @@ __all__ = [
     "FILE_ONLY",
     "GATE_CONDITION",
     "GROUP",
+    "INGRESS_CONTROLLER",
     "INTENT_ANNOTATION",
     "MIRRORED_INTENT_ANNOTATION",
     "MIRRORED_LOCAL_REFS_ANNOTATION",
@@ -72,6 +75,7 @@ __all__ = [
     "VERSION",
     "ChildKind",
     "InvalidEpoch",
+    "PodAction",
     "content_checksum",
     "file_digest",
     "format_epoch",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from contract.outcomes import PodAction
+
 GROUP = "haproxy-haptic.org"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -35,9 +37,10 @@ CHILD_KINDS: dict[str, ChildKind] = {
 # the receipt's `mode` (status.deployedToPods). "runtime": commands on the runtime API, no
 # reload; "file-only": the changed files written, nothing the worker had to be told (its
 # runtime state already matched, read back); "reload": a worker started from the plan.
-RUNTIME = "runtime"
-FILE_ONLY = "file-only"
-RELOAD = "reload"
+# The three are PodAction members: one set of names for what an apply did.
+RUNTIME = PodAction.RUNTIME
+FILE_ONLY = PodAction.FILE_ONLY
+RELOAD = PodAction.RELOAD
 APPLY_MODES = (RUNTIME, FILE_ONLY, RELOAD)
 
 # The key of a certificate in its content-addressed Secret.
@@ -70,3 +73,6 @@ MIRRORED_LOCAL_REFS_ANNOTATION = f"{GROUP}/mirrored-local-refs"
 
 # The readiness gate an HAProxy pod carries until it serves the promised configuration.
 GATE_CONDITION = f"{GROUP}/load-balancer-ready"
+
+# spec.controller of the IngressClasses whose Ingresses haptic serves.
+INGRESS_CONTROLLER = f"{GROUP}/controller"

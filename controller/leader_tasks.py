@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,6 +26,7 @@ from celery.exceptions import Reject
 from celery.result import AsyncResult
 from kubernetes import client
 
+from config import env
 from controller.election.term import FencingToken, Term
 from controller.fencing import StaleTerm, as_token, check_term
 from controller.worker import current_runtime, leader_queue_name, make_api_client
@@ -104,7 +104,7 @@ _fallback_client: client.ApiClient | None = None
 def _api_client() -> client.ApiClient:
     global _fallback_client
     if _fallback_client is None:
-        _fallback_client = make_api_client(os.environ.get("HAPTIC_KUBECONFIG", ""))
+        _fallback_client = make_api_client(env.kubeconfig())
     return _fallback_client
 
 

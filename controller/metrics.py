@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
+from contract import PodAction
+
 # Render and gate are in-process and fast; deploy and convergence include HAProxy reloads,
 # paced reloads and agent round trips, so their buckets reach minutes.
 FAST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -60,15 +62,13 @@ RENDER_WARNINGS_TOTAL = Counter(
     ["reason"],
 )
 
-RELOAD_ACTIONS = frozenset({"reload", "reload_scheduled"})
-ERROR_ACTIONS = frozenset({"failed", "refused"})
-
 
 def count_outcome(pod: str, action: str) -> None:
     """Count one pod outcome of an apply (skipped and noop count nowhere)."""
-    if action in RELOAD_ACTIONS:
+    kind = PodAction(action)
+    if kind.is_reload:
         AGENT_RELOADS.labels(pod).inc()
-    elif action == "runtime":
+    elif kind is PodAction.RUNTIME:
         AGENT_RUNTIME_OPERATIONS.labels(pod).inc()
-    elif action in ERROR_ACTIONS:
+    elif kind.is_error:
         AGENT_APPLY_ERRORS.labels(pod).inc()

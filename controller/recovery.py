@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from contract import PodAction
 from controller.publish.checkpoints import CFG_PLURAL, KIND_PLURALS, pointers_from_status
 from controller.render import RenderOutput, build_plan, checksum, plan_id
 from controller.rendergate import check_output
@@ -160,7 +161,7 @@ def dispatch(pipeline: RecoveryHost, result: RecoveryEvaluation) -> dict[str, st
             if what is None:
                 return done  # the term ended
             done[target] = what
-            if not what.startswith("refused"):
+            if PodAction.of_summary(what) is not PodAction.REFUSED:
                 break  # a 409 means the pod changed since the check: check again
         if done[target].startswith("stopped"):
             return done

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contract import APPLY_MODES
+from contract import PodAction
 from controller import recovery
 
 
@@ -42,7 +42,11 @@ def execute(review_id: int) -> dict[str, Any]:
     if not result.validated:
         return {"succeeded": False, "detail": f"current HAProxy refuses it: {result.validation}"}
     done = recovery.dispatch(pipeline, result)
-    applied = {*APPLY_MODES, "reload_scheduled"}
-    ok = bool(done) and all(v in applied for v in done.values())
+    ok = bool(done) and all(_deployed(v) for v in done.values())
     detail = ", ".join(f"{pod}: {what}" for pod, what in sorted(done.items())) or "no target"
     return {"succeeded": ok, "detail": detail}
+
+
+def _deployed(summary: str) -> bool:
+    action = PodAction.of_summary(summary)
+    return action is not None and action.deployed

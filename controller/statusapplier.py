@@ -22,11 +22,11 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from contract import GATE_CONDITION
 from controller.watch.store import rv_compare
 
 log = logging.getLogger(__name__)
 
-GATE_CONDITION = "haproxy-haptic.org/load-balancer-ready"
 FIELD_MANAGER = "haptic-deployed"
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 REASON = "DeployedToAllHAProxyPods"

@@ -16,7 +16,6 @@ prefork) so they can see the caches and the local term; see controller.leader_ta
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ import click
 from celery import Celery, bootsteps
 from kubernetes import client, config
 
+from config import env
 from controller.election.elector import ElectionCallbacks, LeaderElector
 from controller.election.events import EventRecorder
 from controller.election.identity import replica_identity
@@ -150,16 +150,16 @@ class RuntimeConfig:
         the workload lives in the same cluster)."""
         return cls(
             identity=replica_identity(),
-            namespace=os.environ.get("HAPTIC_NAMESPACE") or "haptic",
-            template_name=os.environ.get("HAPTIC_TEMPLATE_CONFIG") or "haptic",
+            namespace=env.namespace(),
+            template_name=env.template_config(),
             leader_queue=leader_queue_name(),
-            kubeconfig=os.environ.get("HAPTIC_KUBECONFIG", ""),
-            workload_kubeconfig=os.environ.get("HAPTIC_WORKLOAD_KUBECONFIG", ""),
+            kubeconfig=env.kubeconfig(),
+            workload_kubeconfig=env.workload_kubeconfig(),
         )
 
 
 def leader_queue_name() -> str:
-    return os.environ.get("HAPTIC_LEADER_QUEUE") or DEFAULT_LEADER_QUEUE
+    return env.leader_queue()
 
 
 def make_api_client(kubeconfig: str) -> client.ApiClient:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Max, Min, Q
+from django.db.models import Max, Min, Q, QuerySet
 from django.urls import reverse
 from django.utils.safestring import mark_safe
 
@@ -103,10 +103,14 @@ def _terms(window: tl.Window, now: datetime) -> list[tl.Mark]:
     return marks
 
 
+def _newest_in(rows: QuerySet, field: str, window: tl.Window) -> QuerySet:
+    """The rows whose `field` falls in the window, newest first, at most LIMIT of them."""
+    in_window = {f"{field}__gte": window.start, f"{field}__lte": window.end}
+    return rows.filter(**in_window).order_by(f"-{field}")[:LIMIT]
+
+
 def _intents(window: tl.Window) -> list[tl.Mark]:
-    rows = DeploymentIntent.objects.filter(
-        recorded_at__gte=window.start, recorded_at__lte=window.end
-    ).order_by("-recorded_at")[:LIMIT]
+    rows = _newest_in(DeploymentIntent.objects, "recorded_at", window)
     return [
         tl.Mark(
             lane=tl.INTENTS,
@@ -122,9 +126,7 @@ def _intents(window: tl.Window) -> list[tl.Mark]:
 
 
 def _receipts(window: tl.Window) -> list[tl.Mark]:
-    rows = PodReceipt.objects.filter(
-        deployed_at__gte=window.start, deployed_at__lte=window.end
-    ).order_by("-deployed_at")[:LIMIT]
+    rows = _newest_in(PodReceipt.objects, "deployed_at", window)
     marks = []
     for receipt in rows:
         kind, tone = tl.deployment_kind(receipt.mode, receipt.last_error)
@@ -144,10 +146,10 @@ def _receipts(window: tl.Window) -> list[tl.Mark]:
 
 
 def _checkpoints(window: tl.Window) -> list[tl.Mark]:
-    rows = (
-        Checkpoint.objects.filter(created_at__gte=window.start, created_at__lte=window.end)
-        .only("id", "name", "created_at", "plan_id", "collected", "promoted")
-        .order_by("-created_at")[:LIMIT]
+    rows = _newest_in(
+        Checkpoint.objects.only("id", "name", "created_at", "plan_id", "collected", "promoted"),
+        "created_at",
+        window,
     )
     return [
         tl.Mark(
@@ -168,11 +170,11 @@ def _reviews(window: tl.Window, now: datetime) -> list[tl.Mark]:
         Q(finished_at__gte=window.start)
         | Q(finished_at__isnull=True, decided_at__gte=window.start)
         | Q(finished_at__isnull=True, decided_at__isnull=True, requested_at__gte=window.start)
-        | Q(status__in=["requested", "evaluating", "approved", "running"])
+        | Q(status__in=RecoveryReview.IN_FLIGHT)
     )
     marks = []
     for review in rows.order_by("-requested_at")[:LIMIT]:
-        pending = review.status in ("requested", "evaluating", "approved", "running")
+        pending = review.status in RecoveryReview.IN_FLIGHT
         until = review.finished_at or review.decided_at or review.evaluated_at
         marks.append(
             tl.Mark(
@@ -220,9 +222,7 @@ def _events(window: tl.Window) -> list[tl.Mark]:
 
 
 def _hubs(window: tl.Window) -> list[tl.Mark]:
-    rows = HubStatus.objects.filter(
-        last_updated__gte=window.start, last_updated__lte=window.end
-    ).exclude(active_identity="")
+    rows = _newest_in(HubStatus.objects.exclude(active_identity=""), "last_updated", window)
     return [
         tl.Mark(
             lane=tl.HUB,

@@ -13,6 +13,8 @@ from dataclasses import fields
 import click
 from celery import Celery, signals
 
+from config.env import export
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "haptic_site.settings")
 
 app = Celery("haptic")
@@ -47,7 +49,7 @@ def _hub_options(options: dict, **_: object) -> None:
     for f in fields(HubConfig):
         value = options.get(f"ha_{f.name}")
         if value is not None:
-            os.environ[f"HAPTIC_HA_{f.name.upper()}"] = str(value)
+            export(f"HAPTIC_HA_{f.name.upper()}", str(value))
     try:
         HubConfig.from_env()
     except ValueError as exc:

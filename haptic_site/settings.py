@@ -16,15 +16,15 @@ DEBUG          default: off
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import dj_database_url
 
-from haptic_site.env import env_bool, env_list, secret_key
+from config import env
+from config.env import env_bool, env_int, env_list, env_text, secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("HAPTIC_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR = env.var_dir(BASE_DIR / "var")
 
 SECRET_KEY = secret_key(VAR_DIR)
 DEBUG = env_bool("DEBUG", False)
@@ -83,8 +83,8 @@ ASGI_APPLICATION = "haptic_site.asgi.application"
 
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'haptic.sqlite3'}",
-        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
+        env_text("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'haptic.sqlite3'}",
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
     )
 }
 
@@ -127,7 +127,7 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("HAPTIC_SECURE_COOKIES", not DEBUG and env_bool("HAPTIC_TLS"))
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_SSL_REDIRECT = env_bool("HAPTIC_SSL_REDIRECT", False)
-SECURE_HSTS_SECONDS = int(os.environ.get("HAPTIC_HSTS_SECONDS", "0"))
+SECURE_HSTS_SECONDS = env_int("HAPTIC_HSTS_SECONDS", 0)
 # Subdomains and preload are the operator's decision about the whole domain (see README).
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("HAPTIC_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("HAPTIC_HSTS_PRELOAD", False)
@@ -163,7 +163,7 @@ SPECTACULAR_SETTINGS = {
 
 # Celery: Redis when REDIS_URL is given (tests, production); otherwise kombu's filesystem
 # transport, which needs no server and works between processes on one machine.
-REDIS_URL = os.environ.get("REDIS_URL", "")
+REDIS_URL = env.redis_url()
 BROKER_DIR = VAR_DIR / "broker"
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
@@ -190,7 +190,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
 
 # Kubernetes: which cluster the controller and the mirror talk to.
-HAPTIC_KUBECONFIG = os.environ.get("HAPTIC_KUBECONFIG", "")
+HAPTIC_KUBECONFIG = env.kubeconfig()
 # The hub clusters the dashboard asks "which hub is Active?" (controller.hub.resolver).
 HAPTIC_HUB_KUBECONFIGS = env_list("HAPTIC_HUB_KUBECONFIGS", [])
 # Identities pair with kubeconfigs by position, so a list of another length cannot be used.
@@ -200,17 +200,16 @@ HAPTIC_HUB_IDENTITIES = (
     if _hub_identities and len(_hub_identities) == len(HAPTIC_HUB_KUBECONFIGS)
     else None
 )
-HAPTIC_NAMESPACE = os.environ.get("HAPTIC_NAMESPACE", "haptic")
-# Empty means the default, as in controller/worker.py and the management commands.
-HAPTIC_TEMPLATE_CONFIG = os.environ.get("HAPTIC_TEMPLATE_CONFIG") or "haptic"
-HAPTIC_HAPROXY_BIN = os.environ.get("HAPTIC_HAPROXY_BIN", "")
+HAPTIC_NAMESPACE = env.namespace()
+HAPTIC_TEMPLATE_CONFIG = env.template_config()
+HAPTIC_HAPROXY_BIN = env.haproxy_bin()
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env_text("LOG_LEVEL", "INFO")},
     # One line per HTTP request to agents and API servers is noise, not information.
     "loggers": {"httpx": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
 }

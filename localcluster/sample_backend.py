@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from config.env import pod_env
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -27,7 +28,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "haptic-sample-backend"
 
     def do_GET(self) -> None:
-        pod = os.environ.get("POD_NAME", "unknown")
+        pod = pod_env("POD_NAME", "unknown")
         status = 200
         if self.path == "/healthz":
             draining = self.server.draining  # type: ignore[attr-defined]
@@ -37,8 +38,8 @@ class Handler(BaseHTTPRequestHandler):
         else:
             payload = {
                 "pod": pod,
-                "namespace": os.environ.get("POD_NAMESPACE", ""),
-                "ip": os.environ.get("POD_IP", ""),
+                "namespace": pod_env("POD_NAMESPACE"),
+                "ip": pod_env("POD_IP"),
                 "path": self.path,
                 "host": self.headers.get("Host", ""),
             }
@@ -67,13 +68,13 @@ class Server(ThreadingHTTPServer):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localcluster.sample_backend")
     parser.add_argument("--port", type=int, default=8080)
-    parser.add_argument("--host", default=os.environ.get("POD_IP") or "127.0.0.1")
+    parser.add_argument("--host", default=pod_env("POD_IP", "127.0.0.1"))
     parser.add_argument(
         "--drain-seconds", type=float, default=0.0, help="keep serving this long after SIGTERM"
     )
     args = parser.parse_args(argv)
     server = Server((args.host, args.port), Handler)
-    print(f"sample backend {os.environ.get('POD_NAME', '')} on {args.host}:{args.port}", flush=True)
+    print(f"sample backend {pod_env('POD_NAME')} on {args.host}:{args.port}", flush=True)
 
     def finish() -> None:
         time.sleep(args.drain_seconds)

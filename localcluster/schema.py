@@ -120,87 +120,103 @@ def _validate(
             }
         )
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            causes.append(
-                _invalid(where, value, f"should be greater than or equal to {schema['minimum']}")
-            )
-        if "maximum" in schema and value > schema["maximum"]:
-            causes.append(
-                _invalid(where, value, f"should be less than or equal to {schema['maximum']}")
-            )
+        _check_number(schema, value, where, causes)
     if isinstance(value, str):
-        if schema.get("format") == "date-time" and not _DATE_TIME.match(value):
-            causes.append(
-                {
-                    "field": where,
-                    "reason": "FieldValueTypeInvalid",
-                    "message": f"Invalid value: {_fmt(value)}: {where} in body must be of type "
-                    f"date-time: {_fmt(value)}",
-                }
-            )
-        if "pattern" in schema and not re.search(schema["pattern"], value):
-            causes.append(_invalid(where, value, f"should match '{schema['pattern']}'"))
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            causes.append(
-                _invalid(where, value, f"should be at least {schema['minLength']} chars long")
-            )
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            causes.append(
-                {
-                    "field": where,
-                    "reason": "FieldValueTooLong",
-                    "message": f"Too long: may not be longer than {schema['maxLength']}",
-                }
-            )
+        _check_string(schema, value, where, causes)
     if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            causes.append(
-                _invalid(where, value, f"should have at least {schema['minItems']} items")
-            )
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            causes.append(
-                {
-                    "field": where,
-                    "reason": "FieldValueTooMany",
-                    "message": f"Too many: {len(value)}: must have at most "
-                    f"{schema['maxItems']} items",
-                }
-            )
-        items = schema.get("items")
-        if isinstance(items, dict):
-            for n, item in enumerate(value):
-                _validate(items, item, f"{path}[{n}]", causes)
-        if schema.get("x-kubernetes-list-type") == "map":
-            keys = schema.get("x-kubernetes-list-map-keys") or []
-            seen = set()
-            for n, item in enumerate(value):
-                k = tuple(json.dumps(item.get(x)) for x in keys) if isinstance(item, dict) else ()
-                if k in seen:
-                    causes.append(
-                        {
-                            "field": f"{path}[{n}]",
-                            "reason": "FieldValueDuplicate",
-                            "message": f"Duplicate value: {_fmt(item)}",
-                        }
-                    )
-                seen.add(k)
+        _check_list(schema, value, path, causes)
     if isinstance(value, dict):
-        props = schema.get("properties") or {}
-        for req in schema.get("required") or []:
-            if req not in value:
-                field = f"{path}.{req}" if path else req
+        _check_object(schema, value, path, causes, root)
+
+
+def _check_number(schema: dict[str, Any], value: Any, where: str, causes: list[Cause]) -> None:
+    if "minimum" in schema and value < schema["minimum"]:
+        causes.append(
+            _invalid(where, value, f"should be greater than or equal to {schema['minimum']}")
+        )
+    if "maximum" in schema and value > schema["maximum"]:
+        causes.append(
+            _invalid(where, value, f"should be less than or equal to {schema['maximum']}")
+        )
+
+
+def _check_string(schema: dict[str, Any], value: Any, where: str, causes: list[Cause]) -> None:
+    if schema.get("format") == "date-time" and not _DATE_TIME.match(value):
+        causes.append(
+            {
+                "field": where,
+                "reason": "FieldValueTypeInvalid",
+                "message": f"Invalid value: {_fmt(value)}: {where} in body must be of type "
+                f"date-time: {_fmt(value)}",
+            }
+        )
+    if "pattern" in schema and not re.search(schema["pattern"], value):
+        causes.append(_invalid(where, value, f"should match '{schema['pattern']}'"))
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        causes.append(
+            _invalid(where, value, f"should be at least {schema['minLength']} chars long")
+        )
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        causes.append(
+            {
+                "field": where,
+                "reason": "FieldValueTooLong",
+                "message": f"Too long: may not be longer than {schema['maxLength']}",
+            }
+        )
+
+
+def _check_list(schema: dict[str, Any], value: Any, path: str, causes: list[Cause]) -> None:
+    where = path or "<root>"
+    if "minItems" in schema and len(value) < schema["minItems"]:
+        causes.append(_invalid(where, value, f"should have at least {schema['minItems']} items"))
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        causes.append(
+            {
+                "field": where,
+                "reason": "FieldValueTooMany",
+                "message": f"Too many: {len(value)}: must have at most {schema['maxItems']} items",
+            }
+        )
+    items = schema.get("items")
+    if isinstance(items, dict):
+        for n, item in enumerate(value):
+            _validate(items, item, f"{path}[{n}]", causes)
+    if schema.get("x-kubernetes-list-type") == "map":
+        keys = schema.get("x-kubernetes-list-map-keys") or []
+        seen = set()
+        for n, item in enumerate(value):
+            k = tuple(json.dumps(item.get(x)) for x in keys) if isinstance(item, dict) else ()
+            if k in seen:
                 causes.append(
-                    {"field": field, "reason": "FieldValueRequired", "message": "Required value"}
+                    {
+                        "field": f"{path}[{n}]",
+                        "reason": "FieldValueDuplicate",
+                        "message": f"Duplicate value: {_fmt(item)}",
+                    }
                 )
-        extra = schema.get("additionalProperties")
-        for key, sub_value in value.items():
-            if root and key in _TOP_LEVEL:
-                continue
-            field = f"{path}.{key}" if path else key
-            if key in props:
-                _validate(props[key], sub_value, field, causes)
-            elif isinstance(extra, dict):
-                _validate(extra, sub_value, field, causes)
+            seen.add(k)
+
+
+def _check_object(
+    schema: dict[str, Any], value: Any, path: str, causes: list[Cause], root: bool
+) -> None:
+    props = schema.get("properties") or {}
+    for req in schema.get("required") or []:
+        if req not in value:
+            field = f"{path}.{req}" if path else req
+            causes.append(
+                {"field": field, "reason": "FieldValueRequired", "message": "Required value"}
+            )
+    extra = schema.get("additionalProperties")
+    for key, sub_value in value.items():
+        if root and key in _TOP_LEVEL:
+            continue
+        field = f"{path}.{key}" if path else key
+        if key in props:
+            _validate(props[key], sub_value, field, causes)
+        elif isinstance(extra, dict):
+            _validate(extra, sub_value, field, causes)
 
 
 # The RFC 3339 timestamps kube-apiserver's `format: date-time` accepts (fraction and zone

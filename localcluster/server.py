@@ -690,19 +690,7 @@ class ApiServer:
                 chunk = self._render(events, labels, fields, table_of)
                 if bookmarks and time.monotonic() >= next_bookmark:
                     last_rv = events[-1].rv if events else self.store.rv
-                    chunk += (
-                        _dumps(
-                            {
-                                "type": "BOOKMARK",
-                                "object": {
-                                    "kind": rt.kind,
-                                    "apiVersion": rt.api_version,
-                                    "metadata": {"resourceVersion": str(last_rv)},
-                                },
-                            }
-                        )
-                        + b"\n"
-                    )
+                    chunk += _bookmark(rt, last_rv)
                     next_bookmark = time.monotonic() + self.bookmark_interval
                 if chunk:
                     await response.write(chunk)
@@ -855,3 +843,13 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 __all__ = ["CRD_KEY", "ApiServer", "gone"]
+
+
+def _bookmark(rt: ResourceType, rv: int) -> bytes:
+    """A BOOKMARK event line: the stream is current up to `rv`."""
+    marker = {
+        "kind": rt.kind,
+        "apiVersion": rt.api_version,
+        "metadata": {"resourceVersion": str(rv)},
+    }
+    return _dumps({"type": "BOOKMARK", "object": marker}) + b"\n"

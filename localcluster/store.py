@@ -481,55 +481,12 @@ class Store:
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise ApiError(400, "metadata must be an object")
-        if rt.namespaced:
-            body_ns = meta.get("namespace")
-            if body_ns and body_ns != ns:
-                raise ApiError(
-                    400,
-                    "the namespace of the provided object does not match the "
-                    "namespace sent on the request",
-                )
-            meta["namespace"] = ns
-        else:
-            meta.pop("namespace", None)
-            ns = ""
-        if not meta.get("name"):
-            if meta.get("generateName"):
-                suffix = "".join(random.choice(_NAME_CHARS) for _ in range(5))
-                meta["name"] = meta["generateName"] + suffix
-            else:
-                raise invalid(
-                    rt.kind,
-                    rt.group,
-                    "",
-                    [
-                        {
-                            "field": "metadata.name",
-                            "reason": "FieldValueRequired",
-                            "message": "Required value: name or generateName is required",
-                        }
-                    ],
-                )
-        name = meta["name"]
+        ns = _place_new(rt, ns, meta)
+        name = _name_new(rt, meta)
         self._check_namespace(rt, ns)
         if (ns, name) in self.objects.get(rt.key, {}):
             raise already_exists(rt.plural, rt.group, name)
-        obj["apiVersion"] = rt.api_version
-        obj["kind"] = rt.kind
-        for f in (
-            "resourceVersion",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "selfLink",
-            "managedFields",
-        ):
-            meta.pop(f, None)
-        meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = now_iso()
-        if rt.generation:
-            meta["generation"] = 1
-        else:
-            meta.pop("generation", None)
+        _stamp_new(rt, obj)
         builtin.prepare_create(rt, obj)
         builtin.normalize(rt, obj)
         if rt.custom:
@@ -600,65 +557,8 @@ class Store:
     ) -> dict[str, Any]:
         """The common tail of PUT, PATCH and apply: precondition, subresource rules,
         immutable metadata, defaults, validation, generation, managedFields, no-op detection."""
-        if not isinstance(new, dict) or not isinstance(new.get("metadata", {}), dict):
-            raise ApiError(400, "the body of the request must be an object")
-        meta = new.setdefault("metadata", {})
-        if meta.get("name") not in (None, name):
-            raise ApiError(
-                400,
-                f"the name of the object ({meta.get('name')}) does not match "
-                f"the name on the URL ({name})",
-            )
-        want_rv = meta.get("resourceVersion")
-        if want_rv not in (None, "") and str(want_rv) != old["metadata"]["resourceVersion"]:
-            raise conflict(rt.plural, rt.group, name, STALE)
-        old_meta = old["metadata"]
-        if subresource == "status":
-            # /status changes only status (and nothing else).
-            merged = clone(old)
-            if "status" in new:
-                merged["status"] = new["status"]
-            else:
-                merged.pop("status", None)
-            new = merged
-            meta = new["metadata"]
-        elif rt.status_subresource:
-            if "status" in old:
-                new["status"] = clone(old["status"])
-            else:
-                new.pop("status", None)
-        new["apiVersion"] = rt.api_version
-        new["kind"] = rt.kind
-        for f in (
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "namespace",
-            "generation",
-        ):
-            if f in old_meta:
-                meta[f] = old_meta[f]
-            else:
-                meta.pop(f, None)
-        meta["name"] = name
-        meta.pop("selfLink", None)
-        if old_meta.get("deletionTimestamp"):
-            added = set(meta.get("finalizers") or []) - set(old_meta.get("finalizers") or [])
-            if added:
-                raise invalid(
-                    rt.kind,
-                    rt.group,
-                    name,
-                    [
-                        {
-                            "field": "metadata.finalizers",
-                            "reason": "FieldValueForbidden",
-                            "message": "Forbidden: no new finalizers can be added if the object is "
-                            "being deleted",
-                        }
-                    ],
-                )
+        new = _carry_over(rt, name, old, new, subresource)
+        meta, old_meta = new["metadata"], old["metadata"]
         if rt.custom:
             new = schema.apply_defaults(rt.schema, new)
             meta = new["metadata"]
@@ -1210,3 +1110,130 @@ def _apply_conflict(
 
 
 __all__ = ["DeleteOptions", "Event", "Store", "clone"]
+
+
+def _place_new(rt: ResourceType, ns: str, meta: dict[str, Any]) -> str:
+    """The namespace of an object being created: the request's (the body may only repeat
+    it), or "" for a cluster-scoped kind."""
+    if not rt.namespaced:
+        meta.pop("namespace", None)
+        return ""
+    body_ns = meta.get("namespace")
+    if body_ns and body_ns != ns:
+        raise ApiError(
+            400,
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )
+    meta["namespace"] = ns
+    return ns
+
+
+def _name_new(rt: ResourceType, meta: dict[str, Any]) -> str:
+    """The name of an object being created, generated from generateName when absent."""
+    if not meta.get("name"):
+        if not meta.get("generateName"):
+            raise invalid(
+                rt.kind,
+                rt.group,
+                "",
+                [
+                    {
+                        "field": "metadata.name",
+                        "reason": "FieldValueRequired",
+                        "message": "Required value: name or generateName is required",
+                    }
+                ],
+            )
+        suffix = "".join(random.choice(_NAME_CHARS) for _ in range(5))
+        meta["name"] = meta["generateName"] + suffix
+    return meta["name"]
+
+
+def _stamp_new(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """What the server sets on every new object, dropping what a client may not set."""
+    meta = obj["metadata"]
+    obj["apiVersion"] = rt.api_version
+    obj["kind"] = rt.kind
+    for f in (
+        "resourceVersion",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+        "managedFields",
+    ):
+        meta.pop(f, None)
+    meta["uid"] = str(uuid.uuid4())
+    meta["creationTimestamp"] = now_iso()
+    if rt.generation:
+        meta["generation"] = 1
+    else:
+        meta.pop("generation", None)
+
+
+def _carry_over(
+    rt: ResourceType, name: str, old: dict[str, Any], new: dict[str, Any], subresource: str
+) -> dict[str, Any]:
+    """The body of an update checked against the stored object (name, resourceVersion
+    precondition, no finalizer added while deleting), with what it may not change taken
+    from the stored object: status outside /status, everything but status on /status,
+    and the immutable metadata."""
+    if not isinstance(new, dict) or not isinstance(new.get("metadata", {}), dict):
+        raise ApiError(400, "the body of the request must be an object")
+    meta = new.setdefault("metadata", {})
+    if meta.get("name") not in (None, name):
+        raise ApiError(
+            400,
+            f"the name of the object ({meta.get('name')}) does not match "
+            f"the name on the URL ({name})",
+        )
+    want_rv = meta.get("resourceVersion")
+    if want_rv not in (None, "") and str(want_rv) != old["metadata"]["resourceVersion"]:
+        raise conflict(rt.plural, rt.group, name, STALE)
+    old_meta = old["metadata"]
+    if subresource == "status":
+        # /status changes only status (and nothing else).
+        merged = clone(old)
+        if "status" in new:
+            merged["status"] = new["status"]
+        else:
+            merged.pop("status", None)
+        new = merged
+        meta = new["metadata"]
+    elif rt.status_subresource:
+        if "status" in old:
+            new["status"] = clone(old["status"])
+        else:
+            new.pop("status", None)
+    new["apiVersion"] = rt.api_version
+    new["kind"] = rt.kind
+    for f in (
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "namespace",
+        "generation",
+    ):
+        if f in old_meta:
+            meta[f] = old_meta[f]
+        else:
+            meta.pop(f, None)
+    meta["name"] = name
+    meta.pop("selfLink", None)
+    if old_meta.get("deletionTimestamp"):
+        added = set(meta.get("finalizers") or []) - set(old_meta.get("finalizers") or [])
+        if added:
+            raise invalid(
+                rt.kind,
+                rt.group,
+                name,
+                [
+                    {
+                        "field": "metadata.finalizers",
+                        "reason": "FieldValueForbidden",
+                        "message": "Forbidden: no new finalizers can be added if the object is "
+                        "being deleted",
+                    }
+                ],
+            )
+    return new

@@ -15,18 +15,13 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import kubernetes
 
+from config.env import child_environ, test_cluster_kind
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# Which cluster start_cluster() gives fixtures: "local" (this package's API server, the
-# default) or "real" (kube-apiserver and friends, built by `make kube`).
-TEST_CLUSTER_ENV = "HAPTIC_TEST_CLUSTER"
-
-
-def test_cluster_kind() -> str:
-    return os.environ.get(TEST_CLUSTER_ENV, "local")
 
 
 def _launch(
@@ -37,7 +32,7 @@ def _launch(
         sys.executable, "-m", "localcluster", "serve", "--port", str(port),
         "--state-dir", str(state_dir), *extra_args,
     ]  # fmt: skip
-    env = dict(os.environ)
+    env = child_environ()
     env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -81,7 +76,45 @@ def kubeconfig_client(kubeconfig: Path) -> kubernetes.client.ApiClient:
     return kubernetes.client.ApiClient(config)
 
 
-class ApiServer:
+class ClusterHandle:
+    """What a test's cluster offers, local or real: a client from its kubeconfig, the local
+    node that serves as its kubelet, and stop() (also on leaving a `with` block), which
+    removes a state dir the handle made itself."""
+
+    state_dir: Path
+    kubeconfig: Path
+    _own_dir: bool
+
+    def api_client(self) -> kubernetes.client.ApiClient:
+        """A fresh client for this server, as `load_kube_config` on its kubeconfig builds it."""
+        return kubeconfig_client(self.kubeconfig)
+
+    def _node_access(self) -> dict[str, Any]:
+        """How the node reaches this cluster (NodeAgent's keyword arguments)."""
+        raise NotImplementedError
+
+    def node(self, state_dir: Path | None = None) -> Any:
+        """The local node for this cluster (not started)."""
+        from localcluster.node import NodeAgent
+
+        return NodeAgent(state_dir=state_dir or self.state_dir, **self._node_access())
+
+    def _stop_servers(self, timeout: float) -> None:
+        raise NotImplementedError
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self._stop_servers(timeout)
+        if self._own_dir:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class ApiServer(ClusterHandle):
     """A `python -m localcluster serve` process on a free port, with its kubeconfig."""
 
     def __init__(
@@ -146,17 +179,8 @@ class ApiServer:
         config.host = self.url
         return config
 
-    def api_client(self) -> kubernetes.client.ApiClient:
-        """A fresh client for this server, as `load_kube_config` on its kubeconfig builds it."""
-        return kubeconfig_client(self.kubeconfig)
-
-    def node(self, state_dir: Path | None = None) -> Any:
-        """The local node for this server (not started)."""
-        from localcluster.node import NodeAgent
-
-        return NodeAgent(
-            api_url=self.url, state_dir=state_dir or self.state_dir, kubeconfig=self.kubeconfig
-        )
+    def _node_access(self) -> dict[str, Any]:
+        return {"api_url": self.url, "kubeconfig": self.kubeconfig}
 
     def _admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
@@ -203,16 +227,8 @@ class ApiServer:
         self.url, self.admin_url = url, admin_url
         self._attach(proc)
 
-    def stop(self, timeout: float = 15.0) -> None:
+    def _stop_servers(self, timeout: float) -> None:
         self._end(signal.SIGTERM, timeout)
-        if self._own_dir:
-            shutil.rmtree(self.state_dir, ignore_errors=True)
-
-    def __enter__(self) -> ApiServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 @contextlib.contextmanager
@@ -227,6 +243,19 @@ def api_servers(count: int, **kwargs: Any) -> Iterator[list[ApiServer]]:
     finally:
         for server in started:
             server.stop()
+
+
+@contextlib.contextmanager
+def cluster_with_node(state_dir: Path) -> Iterator[tuple[ApiServer, Any]]:
+    """A local API server and its started node, sharing the state dir as under `up` (so
+    pods/log finds the logs); the node is stopped on exit, then the server."""
+    with ApiServer.start(state_dir) as api:
+        node = api.node(api.state_dir.resolve())
+        node.start()
+        try:
+            yield api, node
+        finally:
+            node.stop(timeout=20)
 
 
 def start_cluster(state_dir: Path | None = None, **kwargs: Any) -> Any:

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import RESULTS_DIR, machine
-from haptic_site import stack
+from config.env import child_environ, export
+from devstack import stack
 from soak import invariants as inv
 from soak.faults import FaultLog, Faults
 from soak.load import LoadGenerator, Sampler
@@ -52,7 +53,7 @@ def migrate(database_url: str, log_dir: Path) -> None:
     done = subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput"],
         cwd=stack.REPO_ROOT,
-        env={**os.environ, **mirror_env(database_url)},
+        env=child_environ(mirror_env(database_url)),
         capture_output=True,
         timeout=300,
         check=False,
@@ -117,6 +118,35 @@ def lease_log_entries(log_dir: Path) -> list[tuple[float, str, str, str]]:
 # -- the run -------------------------------------------------------------------------------
 
 
+def start_services(redis: Redis, postgres: Postgres, skipped: dict[str, str]) -> Postgres | None:
+    """The soak's own Redis and, when it can start, PostgreSQL (None otherwise, said in
+    `skipped`), exported so the controllers it starts use them."""
+    redis.start()
+    log(f"own redis at {redis.url}")
+    started: Postgres | None = postgres
+    try:
+        postgres.start()
+        log(f"own postgresql at {postgres.url}")
+    except Exception as exc:
+        skipped["postgres_restart"] = f"no private PostgreSQL: {exc}"
+        started = None
+    # Controllers inherit the environment: they must use the soak's own services.
+    export("REDIS_URL", redis.url)
+    if started:
+        export("DATABASE_URL", started.url)
+    return started
+
+
+def workload() -> list[list[dict[str, Any]]]:
+    """The backends and Ingresses the load runs against (HOSTS)."""
+    return [
+        stack.backend("alpha", replicas=1),
+        stack.backend("beta", replicas=1),
+        [stack.ingress("alpha", "x.example", "alpha")],
+        [stack.ingress("beta", "y.example", "beta")],
+    ]
+
+
 def run(minutes: float, seed: int, report_path: Path) -> int:
     from tests.e2e.harness import start_system
 
@@ -138,19 +168,7 @@ def run(minutes: float, seed: int, report_path: Path) -> int:
     # exception, Ctrl-C or SIGTERM): no process of the soak outlives it.
     try:
         try:
-            redis.start()
-            log(f"own redis at {redis.url}")
-            try:
-                assert postgres is not None
-                postgres.start()
-                log(f"own postgresql at {postgres.url}")
-            except Exception as exc:
-                skipped["postgres_restart"] = f"no private PostgreSQL: {exc}"
-                postgres = None
-            # Controllers inherit the environment: they must use the soak's own services.
-            os.environ["REDIS_URL"] = redis.url
-            if postgres:
-                os.environ["DATABASE_URL"] = postgres.url
+            postgres = start_services(redis, postgres, skipped)
             system = start_system("soak", haproxy_replicas=REPLICAS, controllers=2)
             log(f"stack up; logs in {system.log_dir}")
             if postgres:
@@ -158,10 +176,8 @@ def run(minutes: float, seed: int, report_path: Path) -> int:
                 mirror = start_mirror(system.api.kubeconfig, postgres.url, system.log_dir)
             else:
                 skipped["mirror"] = "no private database for the mirror"
-            system.apply(stack.backend("alpha", replicas=1))
-            system.apply(stack.backend("beta", replicas=1))
-            system.apply([stack.ingress("alpha", "x.example", "alpha")])
-            system.apply([stack.ingress("beta", "y.example", "beta")])
+            for objects in workload():
+                system.apply(objects)
             sampler = Sampler(str(system.api.kubeconfig), system.token)
             sampler.start()
             faults = Faults(system, sampler, rng, HOSTS, REPLICAS, redis, postgres)
@@ -209,6 +225,11 @@ def run(minutes: float, seed: int, report_path: Path) -> int:
         minutes, seed, started, ended, faults, windows, results, load, sampler, skipped, broke_down
     )
     report["machine"] = machine_info
+    return finish(report, report_path, system, broke_down)
+
+
+def finish(report: dict[str, Any], report_path: Path, system: Any, broke_down: str) -> int:
+    """Write the report; the exit code: 2 when the run broke down, 1 on a violation."""
     if system is not None:
         report["logs"] = str(system.log_dir)
     report["benchmark"] = report_path.stem  # the summary's row name (soak unless --report)

@@ -19,7 +19,8 @@ from typing import Any
 
 import kubernetes
 
-from haptic_site import stack
+from contract import EPOCH_ANNOTATION, GROUP, TEMPLATE_PLURAL, VERSION
+from devstack import stack
 from soak.invariants import Window
 from soak.load import Sampler
 from soak.services import Postgres, Redis
@@ -285,10 +286,10 @@ class Faults:
 
     def _patch_template(self, body: dict) -> None:
         self.system.custom().patch_namespaced_custom_object(
-            "haproxy-haptic.org",
-            "v1alpha1",
+            GROUP,
+            VERSION,
             stack.NAMESPACE,
-            "haproxytemplateconfigs",
+            TEMPLATE_PLURAL,
             "haptic",
             body,
         )
@@ -379,17 +380,13 @@ class Faults:
         at the start, below the retained claim, and the next claim must Reclaim."""
         start = time.time()
         before = self.system.leader_lease()
-        entry.detail["epoch_before"] = (before.metadata.annotations or {}).get(
-            "haproxy-haptic.org/epoch"
-        )
+        entry.detail["epoch_before"] = (before.metadata.annotations or {}).get(EPOCH_ANNOTATION)
         leases = kubernetes.client.CoordinationV1Api(self.system.client)
         leases.delete_namespaced_lease("haptic-leader", stack.NAMESPACE)
         end = self.wait_healthy(entry, start)
         try:
             after = self.system.leader_lease()
-            entry.detail["epoch_after"] = (after.metadata.annotations or {}).get(
-                "haproxy-haptic.org/epoch"
-            )
+            entry.detail["epoch_after"] = (after.metadata.annotations or {}).get(EPOCH_ANNOTATION)
         except kubernetes.client.ApiException:
             pass
         return [Window(entry.kind, start, end, frozenset(), leader_change=True)]

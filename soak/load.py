@@ -18,11 +18,19 @@ import httpx
 import kubernetes
 
 from agents.client import AgentClient
-from haptic_site import stack
+from contract import (
+    CFG_PLURAL,
+    CHECKPOINT_ROLE,
+    EPOCH_ANNOTATION,
+    GROUP,
+    INTENT_ANNOTATION,
+    ROLE_LABEL,
+    VERSION,
+    parse_epoch,
+)
+from devstack import stack
 from soak.invariants import PodObservation, RequestRecord, Sample
 
-INTENT_ANNOTATION = "haproxy-haptic.org/deployment-intent"
-EPOCH_ANNOTATION = "haproxy-haptic.org/epoch"
 READ_TIMEOUT = 2.0
 
 
@@ -99,7 +107,7 @@ class Sampler(threading.Thread):
             "haptic-leader", stack.NAMESPACE, _request_timeout=READ_TIMEOUT
         )
         epoch = (lease.metadata.annotations or {}).get(EPOCH_ANNOTATION)
-        return lease.spec.holder_identity, int(epoch) if epoch else None
+        return lease.spec.holder_identity, parse_epoch(epoch) if epoch else None
 
     def sample_once(self, slow: bool = False) -> None:
         t = time.time()
@@ -146,10 +154,10 @@ class Sampler(threading.Thread):
         custom = kubernetes.client.CustomObjectsApi(self.client)
         try:
             cfgs = custom.list_namespaced_custom_object(
-                "haproxy-haptic.org",
-                "v1alpha1",
+                GROUP,
+                VERSION,
                 stack.NAMESPACE,
-                "haproxycfgs",
+                CFG_PLURAL,
                 _request_timeout=READ_TIMEOUT,
             )["items"]
             events = kubernetes.client.CoreV1Api(self.client).list_namespaced_event(
@@ -161,7 +169,7 @@ class Sampler(threading.Thread):
         with self._lock:
             for cfg in cfgs:
                 labels = cfg["metadata"].get("labels") or {}
-                if labels.get("haproxy-haptic.org/role") == "checkpoint":
+                if labels.get(ROLE_LABEL) == CHECKPOINT_ROLE:
                     self.checkpoint_uids.add(cfg["metadata"]["uid"])
                 for entry in (cfg.get("status") or {}).get("deployedToPods") or []:
                     if entry.get("checksum"):

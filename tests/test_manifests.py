@@ -211,7 +211,7 @@ def test_images_exist_for_controller_web_and_haproxy() -> None:
 
 
 def test_the_shipped_ingress_class_is_the_one_make_run_installs() -> None:
-    from haptic_site import stack
+    from devstack import stack
 
     (doc,) = _documents(DEPLOY / "ingressclass.yaml")
     assert doc == stack.ingress_class()

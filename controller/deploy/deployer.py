@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.client import AgentClient, AgentConflict, AgentError, AgentRejected, AgentState
+from contract import PodAction
 from controller.deploy.diff import BOOTSTRAP, Apply, Skip, decide_pod, manifest, revert_manifest
 from controller.render import RenderOutput
 from controller.retained.fleet import PodReport
@@ -38,19 +39,22 @@ class HAProxyPod:
 @dataclass(frozen=True)
 class PodOutcome:
     pod: HAProxyPod
-    # skipped | runtime | file-only | reload | reload_scheduled | noop | refused | failed
-    action: str
+    action: PodAction
     state: AgentState | None
     error: str | None = None
     reason: str | None = None  # the agent's machine-readable refusal reason
+
+    def __post_init__(self) -> None:
+        # The agent's `result` arrives as text: one type from here on.
+        object.__setattr__(self, "action", PodAction(self.action))
 
     @property
     def summary(self) -> str:
         """What the agent did, `refused: <reason>` (a 409: nothing written) or
         `failed: <why>`."""
-        if self.action == "refused":
+        if self.action is PodAction.REFUSED:
             return f"refused: {self.reason}: {self.error}"
-        return self.action if not self.error else f"failed: {self.error}"
+        return self.action.value if not self.error else f"failed: {self.error}"
 
     @property
     def report(self) -> PodReport | None:
@@ -167,19 +171,19 @@ class Deployer:
             reuse = cached is not None and not verify and cached.applied_plan_id != output.plan_id
             state = cached if reuse and cached is not None else client.state(verify=verify)
         except AgentError as exc:
-            return PodOutcome(pod, "failed", None, error=str(exc))
+            return PodOutcome(pod, PodAction.FAILED, None, error=str(exc))
         outcome = self._apply(client, pod, state, output, holder, epoch, sequence, known_plans)
         if outcome.reason == "unexpected_previous_plan" and reuse:
             try:
                 state = client.state()
             except AgentError as exc:
-                return PodOutcome(pod, "failed", None, error=str(exc))
+                return PodOutcome(pod, PodAction.FAILED, None, error=str(exc))
             outcome = self._apply(client, pod, state, output, holder, epoch, sequence, known_plans)
         self._remember(pod, outcome)
         return outcome
 
     def _remember(self, pod: HAProxyPod, outcome: PodOutcome) -> None:
-        if outcome.state is not None and outcome.action not in ("failed", "refused"):
+        if outcome.state is not None and not outcome.action.is_error:
             self._last_state[pod.uid] = outcome.state
         else:
             self._last_state.pop(pod.uid, None)
@@ -203,7 +207,7 @@ class Deployer:
             known_plans,
         )
         if isinstance(decision, Skip):
-            return PodOutcome(pod, "skipped", state)
+            return PodOutcome(pod, PodAction.SKIPPED, state)
         assert isinstance(decision, Apply)
         body = manifest(output, decision, holder, epoch, sequence)
         return self._send(client, pod, state, body, decision.reason)
@@ -219,11 +223,11 @@ class Deployer:
         try:
             result = client.apply(body)
         except AgentConflict as exc:
-            return PodOutcome(pod, "refused", state, error=str(exc), reason=exc.reason)
+            return PodOutcome(pod, PodAction.REFUSED, state, error=str(exc), reason=exc.reason)
         except AgentRejected as exc:
-            return PodOutcome(pod, "failed", state, error=exc.error_text or str(exc))
+            return PodOutcome(pod, PodAction.FAILED, state, error=exc.error_text or str(exc))
         except AgentError as exc:
-            return PodOutcome(pod, "failed", state, error=str(exc))
+            return PodOutcome(pod, PodAction.FAILED, state, error=str(exc))
         log.info("pod %s: %s (%s)", pod.name, result.result, why)
         return PodOutcome(pod, result.result, result.state)
 
@@ -248,15 +252,15 @@ class Deployer:
         refused after dispatch; seed 003's RenderGate)."""
         lkg, applied = state.last_known_good_plan_id, state.applied_plan_id
         if lkg is None or applied is None or lkg == applied:
-            return PodOutcome(pod, "skipped", state, reason="no other last-known-good plan")
+            return PodOutcome(pod, PodAction.SKIPPED, state, reason="no other last-known-good plan")
         client = self.pool.client(pod)
         body = revert_manifest(lkg, applied, holder, epoch, next(self._sequence))
         try:
             result = client.apply(body)
         except AgentConflict as exc:
-            return PodOutcome(pod, "refused", state, error=str(exc), reason=exc.reason)
+            return PodOutcome(pod, PodAction.REFUSED, state, error=str(exc), reason=exc.reason)
         except AgentError as exc:
-            return PodOutcome(pod, "failed", state, error=str(exc))
+            return PodOutcome(pod, PodAction.FAILED, state, error=str(exc))
         self._last_state.pop(pod.uid, None)
         log.info("pod %s: reverted to last-known-good %s", pod.name, lkg)
         return PodOutcome(pod, result.result, result.state)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import enum
-import os
 import re
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 
+from config.env import environ, pod_name
 from controller.election.timing import DEFAULT_LEASE_NAME
 
 # Shipped default of --ha-self-endpoint. The publisher refuses to advertise it: an unreachable
@@ -124,7 +124,7 @@ class HubConfig:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> HubConfig:
         """HAPTIC_HA_MODE, HAPTIC_HA_LEASE_DURATION, ... (field name upper-cased)."""
-        env = os.environ if env is None else env
+        env = environ() if env is None else env
         values: dict[str, object] = {}
         for f in fields(cls):
             key = f"HAPTIC_HA_{f.name.upper()}"
@@ -146,7 +146,7 @@ class HubConfig:
 
 
 def default_identity() -> str:
-    return os.environ.get("POD_NAME") or socket.gethostname()
+    return pod_name() or socket.gethostname()
 
 
 def _mode_arg(text: str) -> str:

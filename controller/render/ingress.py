@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from contract import INGRESS_CONTROLLER
 from controller.render import annotations as ann
 from controller.render import model as m
 from controller.render.libraries import (
@@ -38,7 +39,7 @@ from controller.render.libraries import (
 )
 from controller.render.model import RenderWarning
 
-CONTROLLER = "haproxy-haptic.org/controller"
+CONTROLLER = INGRESS_CONTROLLER
 DEFAULT_CLASS_ANNOTATION = "ingressclass.kubernetes.io/is-default-class"
 _CRYPT_RE = re.compile(r"^\$[0-9a-z]+\$[./0-9A-Za-z$=,+-]+$")
 _USER_RE = re.compile(r"^[A-Za-z0-9._@-]{1,128}$")

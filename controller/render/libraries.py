@@ -16,11 +16,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
+from contract import GATE_CONDITION
 from controller.render import annotations as ann
 from controller.render import model as m
 from controller.render.model import RenderWarning
 
-GATE_CONDITION = "haproxy-haptic.org/load-balancer-ready"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 INGRESS_CLASS_ANNOTATION = "kubernetes.io/ingress.class"
 # Unused slots point here, disabled: a later endpoint fills the slot at runtime.

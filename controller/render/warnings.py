@@ -21,9 +21,9 @@ from typing import Any
 from kubernetes import client
 from prometheus_client import Gauge
 
+from contract import GROUP, TEMPLATE_PLURAL, VERSION
 from controller.metrics import RENDER_WARNINGS_TOTAL
 from controller.render.model import REASONS, RenderWarning
-from controller.watch.resources import TEMPLATE_GROUP, TEMPLATE_PLURAL, TEMPLATE_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -156,8 +156,8 @@ def template_status_writer(
     def write(summary: dict[str, Any]) -> None:
         check_term()
         custom.patch_namespaced_custom_object_status(
-            TEMPLATE_GROUP,
-            TEMPLATE_VERSION,
+            GROUP,
+            VERSION,
             namespace,
             TEMPLATE_PLURAL,
             name,

@@ -38,16 +38,15 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Term:
-    """A leadership term: who leads, under which fencing epoch."""
+    """A leadership term: who leads, under which fencing epoch. The one (holder, epoch)
+    value of the retained state: a claim is the term recorded on the retained-state Lease."""
 
     holder: str
     epoch: int
 
 
-@dataclass(frozen=True)
-class Claim:
-    holder: str
-    epoch: int
+# The claim on the retained-state Lease: the term that holds the writer identity.
+Claim = Term
 
 
 @dataclass(frozen=True)
@@ -208,9 +207,9 @@ def decide_claim(stored: RetainedState, term: Term) -> RetainedState | Refusal:
             f"stored claim {stored.claim.holder}@{stored.claim.epoch} outranks term "
             f"{term.holder}@{term.epoch}: reclaim"
         )
-    if stored.claim == Claim(term.holder, term.epoch):
+    if stored.claim == term:
         return stored
-    return replace(stored, claim=Claim(term.holder, term.epoch))
+    return replace(stored, claim=term)
 
 
 def reclaim_epoch(stored: RetainedState, term: Term, leader: LeaderView) -> int | Refusal:
@@ -244,7 +243,7 @@ def decide_record(
     """
     if not leader_names_term(leader_before, term):
         return Refusal("leader-election Lease does not name this term before the write")
-    if stored.claim != Claim(term.holder, term.epoch):
+    if stored.claim != term:
         return Refusal("retained-state Lease is claimed by another term")
     if only_if_named and (stored.intent is None or not stored.intent.names(plan_id, checksum)):
         return Refusal("the intent names another output: a newer record stands")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from contract import API_VERSION, TEMPLATE_PLURAL
+
 
 @dataclass(frozen=True)
 class ResourceRef:
@@ -45,16 +47,12 @@ OPAQUE_SECRETS = ResourceRef("opaque-secrets", "v1", "secrets", field_selector="
 # Cluster-scoped: which classes are ours decides which Ingresses are (controller.render.ingress).
 INGRESSCLASSES = ResourceRef("ingressclasses", "networking.k8s.io/v1", "ingressclasses")
 
-TEMPLATE_GROUP = "haproxy-haptic.org"
-TEMPLATE_VERSION = "v1alpha1"
-TEMPLATE_PLURAL = "haproxytemplateconfigs"
-
 
 def template_config_ref(namespace: str, name: str) -> ResourceRef:
     """The one HAProxyTemplateConfig, watched by name so other configs cost nothing."""
     return ResourceRef(
         "templateconfig",
-        f"{TEMPLATE_GROUP}/{TEMPLATE_VERSION}",
+        API_VERSION,
         TEMPLATE_PLURAL,
         namespace=namespace,
         field_selector=f"metadata.name={name}",

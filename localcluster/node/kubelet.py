@@ -19,6 +19,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from config.env import child_environ
+
 from . import podstatus
 from .events import EventRecorder
 from .ipam import IpamStore, LoopbackBlock
@@ -47,7 +49,7 @@ def base_environment(state_dir: Path) -> dict[str, str]:
     """What every container starts from: the node's environment (a local process, not an
     image), with the repo importable and this interpreter's bin dir first on PATH so
     `python -m localcluster.sample_backend` or `python -m agents` work in any pod."""
-    env = dict(os.environ)
+    env = child_environ()
     env.pop("KUBECONFIG", None)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join(p for p in [str(REPO_ROOT), env.get("PYTHONPATH", "")] if p)

@@ -17,11 +17,13 @@ from pathlib import Path
 
 import yaml
 
+from config.env import kube_bin_dir
+
 from . import pki
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # `make kube` builds here (kube/build.sh); HAPTIC_KUBE_BIN points elsewhere.
-BIN_DIR = Path(os.environ.get("HAPTIC_KUBE_BIN", REPO_ROOT / "kube" / "bin"))
+BIN_DIR = kube_bin_dir(REPO_ROOT / "kube" / "bin")
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 # What the controller manager runs: the controllers a haptic cluster relies on (the node
 # plays the kubelet; nothing else of a full cluster is needed on one machine).
@@ -160,7 +162,7 @@ class ControlPlane:
         )
 
     def _spawn(self, name: str, argv: list[str]) -> None:
-        from haptic_site.stack import Process
+        from devstack.stack import Process
 
         proc = Process(name, argv, {}, self.log_dir / f"{name}.log", None, signal.SIGKILL)
         self.processes[name] = proc.start()

@@ -10,7 +10,7 @@ import unittest
 from pathlib import Path
 from typing import Any
 
-import kubernetes
+from localcluster.testing import ClusterHandle
 
 from .cluster import ControlPlane
 
@@ -20,7 +20,7 @@ class FaultsUnsupported(unittest.SkipTest):
     asks the real cluster for it is skipped (pytest honours unittest.SkipTest)."""
 
 
-class RealApiServer:
+class RealApiServer(ClusterHandle):
     """etcd + kube-apiserver + controller manager + scheduler, admin kubeconfig in
     `state_dir/kubeconfig`; `node()` makes the local node that serves as its kubelet."""
 
@@ -76,20 +76,9 @@ class RealApiServer:
     def audit_log(self) -> Path:
         return self.plane.audit_log
 
-    def api_client(self) -> kubernetes.client.ApiClient:
-        from localcluster.testing import kubeconfig_client
-
-        return kubeconfig_client(self.kubeconfig)
-
-    def node(self, state_dir: Path | None = None) -> Any:
-        """The local node as this cluster's kubelet (not started)."""
-        from localcluster.node import NodeAgent
-
-        return NodeAgent(
-            state_dir=state_dir or self.state_dir,
-            kubeconfig=self.plane.kubeconfig_for("node"),
-            real_cluster=True,
-        )
+    def _node_access(self) -> dict[str, Any]:
+        # The node as this cluster's kubelet, with the node's own credentials.
+        return {"kubeconfig": self.plane.kubeconfig_for("node"), "real_cluster": True}
 
     def add_fault(self, **kw: Any) -> int:
         raise FaultsUnsupported("fault injection needs the local API server")
@@ -111,13 +100,5 @@ class RealApiServer:
         """The API server again, on the same port, from the same etcd."""
         self.plane.restart_apiserver(timeout)
 
-    def stop(self, timeout: float = 15.0) -> None:
+    def _stop_servers(self, timeout: float) -> None:
         self.plane.stop()
-        if self._own_dir:
-            shutil.rmtree(self.state_dir, ignore_errors=True)
-
-    def __enter__(self) -> RealApiServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

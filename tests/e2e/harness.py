@@ -17,7 +17,7 @@ import httpx
 import kubernetes
 
 from agents.client import AgentClient, AgentState
-from haptic_site import stack
+from devstack import stack
 from localcluster.node import NodeAgent
 from localcluster.testing import ApiServer, start_cluster
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import kubernetes
 import pytest
 
-from haptic_site import stack
-from haptic_site.stack import wait_for
+from devstack import stack
+from devstack.stack import wait_for
 from tests.e2e.harness import System, start_system
 from tests.httpstore.conftest import Source, _template, serve_sources
 

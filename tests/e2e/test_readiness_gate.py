@@ -25,8 +25,8 @@ import kubernetes
 import pytest
 
 from controller.statusapplier import FIELD_MANAGER, GATE_CONDITION
-from haptic_site import stack
-from haptic_site.stack import wait_for
+from devstack import stack
+from devstack.stack import wait_for
 from tests.e2e.harness import System, start_system
 
 pytestmark = pytest.mark.e2e

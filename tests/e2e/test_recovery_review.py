@@ -12,8 +12,8 @@ from django.db import connection
 
 from checkpoints import recovery as reviews
 from checkpoints.models import AuditLog, RecoveryReview
-from haptic_site import stack
-from haptic_site.stack import wait_for
+from devstack import stack
+from devstack.stack import wait_for
 from tests.e2e.harness import System, start_system
 from tests.e2e.test_retained_configuration import break_rendering, checkpoint_for_intent
 

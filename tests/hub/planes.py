@@ -19,7 +19,7 @@ from pathlib import Path
 import kubernetes
 from kubernetes.client.exceptions import ApiException
 
-from haptic_site import stack
+from devstack import stack
 from localcluster.testing import ApiServer
 from tests.e2e.harness import System, start_system
 

@@ -23,7 +23,7 @@ from agents.client import AgentClient, AgentConflict
 from controller.hub.leases import EPOCH_ANNOTATION, read_lease
 from controller.hub.mirror_rules import MIRROR_LABEL
 from controller.hub.resolver import resolve_kubeconfigs
-from haptic_site.stack import ingress, wait_for
+from devstack.stack import ingress, wait_for
 from localcluster.testing import ApiServer
 from tests.e2e.harness import System
 from tests.hub.conftest import REPO_ROOT

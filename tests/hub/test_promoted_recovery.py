@@ -23,7 +23,7 @@ from controller.hub.mirror_rules import MIRROR_LABEL
 from controller.retained.checkpoint import checkpoint_name
 from controller.retained.intent import INTENT_ANNOTATION, MIRRORED_INTENT_ANNOTATION
 from controller.retained.store import retained_lease_name
-from haptic_site.stack import wait_for
+from devstack.stack import wait_for
 from localcluster.testing import ApiServer
 from tests.hub.planes import ACTIVE, NS, STANDBY, ControlPlanes, start_control_planes
 

@@ -18,9 +18,8 @@ import pytest
 import yaml
 from kubernetes import client
 
-from localcluster.node import NodeAgent
 from localcluster.node.agent import DEFAULT_NODE_NAME
-from localcluster.testing import ApiServer
+from localcluster.testing import cluster_with_node
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
 
@@ -46,20 +45,14 @@ class Kubectl:
 
 @pytest.fixture(scope="module")
 def kubectl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubectl]:
-    with ApiServer.start(tmp_path_factory.mktemp("cluster")) as api:
-        state_dir = api.state_dir.resolve()
-        node = NodeAgent(api_url=api.url, state_dir=state_dir, kubeconfig=api.kubeconfig)
-        node.start()
-        try:
-            ac = api.api_client()
-            yield Kubectl(
-                api.kubeconfig,
-                tmp_path_factory.mktemp("kubectl-cache"),
-                client.CoreV1Api(ac),
-                client.AppsV1Api(ac),
-            )
-        finally:
-            node.stop(timeout=20)
+    with cluster_with_node(tmp_path_factory.mktemp("cluster")) as (api, _node):
+        ac = api.api_client()
+        yield Kubectl(
+            api.kubeconfig,
+            tmp_path_factory.mktemp("kubectl-cache"),
+            client.CoreV1Api(ac),
+            client.AppsV1Api(ac),
+        )
 
 
 @pytest.fixture

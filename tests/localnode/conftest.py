@@ -13,7 +13,7 @@ from kubernetes import client
 
 from localcluster.node import NodeAgent
 from localcluster.node.supervisor import MARKER_ENV, marked_pids
-from localcluster.testing import ApiServer
+from localcluster.testing import ApiServer, cluster_with_node
 
 from .support import pids_with_env, wait_for
 
@@ -30,28 +30,22 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with ApiServer.start(tmp_path_factory.mktemp("cluster")) as api:
-        # The node shares the server's state dir, as under `up`, so pods/log finds the logs.
-        state_dir = api.state_dir.resolve()
-        node = NodeAgent(api_url=api.url, state_dir=state_dir, kubeconfig=api.kubeconfig)
-        node.start()
-        try:
-            ac = api.api_client()
-            yield Cluster(
-                api,
-                node,
-                state_dir,
-                client.CoreV1Api(ac),
-                client.AppsV1Api(ac),
-                client.DiscoveryV1Api(ac),
-            )
-        finally:
-            node.stop(timeout=20)
-        # Nothing the node started may outlive it, and its workers stopped everything
-        # themselves (the final sweep found nothing).
-        assert node.swept == []
-        assert marked_pids(str(state_dir)) == []
-        assert pids_with_env(**{MARKER_ENV: str(state_dir)}) == []
+    with cluster_with_node(tmp_path_factory.mktemp("cluster")) as (api, node):
+        state_dir = node.state_dir
+        ac = api.api_client()
+        yield Cluster(
+            api,
+            node,
+            state_dir,
+            client.CoreV1Api(ac),
+            client.AppsV1Api(ac),
+            client.DiscoveryV1Api(ac),
+        )
+    # Nothing the node started may outlive it, and its workers stopped everything
+    # themselves (the final sweep found nothing).
+    assert node.swept == []
+    assert marked_pids(str(state_dir)) == []
+    assert pids_with_env(**{MARKER_ENV: str(state_dir)}) == []
 
 
 @pytest.fixture

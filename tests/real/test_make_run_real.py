@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from haptic_site import stack
+from devstack import stack
 from localcluster.real.cluster import missing_binaries
 from tests.run.test_make_run import MakeRun, _alive, _curl, _pod_ips
 

@@ -22,8 +22,8 @@ import yaml
 
 from checkpoints import mirror as mirror_module
 from checkpoints.models import Checkpoint
-from haptic_site import stack
-from haptic_site.stack import wait_for
+from devstack import stack
+from devstack.stack import wait_for
 from localcluster.real import audit
 from localcluster.real.cluster import missing_binaries
 from tests.conftest import REPO_ROOT

@@ -16,8 +16,8 @@ from pathlib import Path
 import kubernetes
 import pytest
 
-from haptic_site import stack
-from haptic_site.stack import wait_for
+from devstack import stack
+from devstack.stack import wait_for
 from localcluster.real.cluster import missing_binaries
 
 pytestmark = [

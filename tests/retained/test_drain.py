@@ -43,7 +43,7 @@ from controller.retained.checkpoint import (
 from controller.retained.intent import EPOCH_ANNOTATION
 from controller.retained.selection import CheckpointPointer
 from controller.watch.discovery import DiscoveredPod
-from haptic_site import stack
+from devstack import stack
 from localcluster.testing import ApiServer
 from tests.agents.helpers import TOKEN, AgentProcess, Backend, free_ip, port_free_on, wait_for
 from tests.render import builders as b
@@ -249,6 +249,48 @@ class Harness:
         self.pipelines.append(pipeline)
         return pipeline
 
+    def lead(
+        self,
+        count: int,
+        min_reload_interval: str = "0",
+        spare: int = 0,
+        hold_call: int | None = None,
+    ) -> tuple[list[AgentProcess], LeaderPipeline, RecordingDeployer]:
+        """`count` agents as the fleet (plus `spare` more, last in the list, not in it yet)
+        and a started term of replica-a at epoch 1 over them, deploying through a
+        RecordingDeployer (holding its `hold_call`th deployment when given)."""
+        agents = self.add_agents(count + spare, ["--min-reload-interval", min_reload_interval])
+        self.pods = [self.pod_for(a, i) for i, a in enumerate(agents[:count])]
+        self.set_leader("replica-a", 1)
+        deployer = RecordingDeployer(self.pool(), hold_call=hold_call)
+        pipeline = self.pipeline("replica-a", 1, deployer=deployer)
+        self.start_term(pipeline)
+        return agents, pipeline, deployer
+
+    def hold_second_render(
+        self,
+        pipeline: LeaderPipeline,
+        deployer: RecordingDeployer,
+        agents: Sequence[AgentProcess],
+        newer_render: bool,
+    ) -> tuple[RenderOutput, RenderOutput, RenderOutput | None]:
+        """Plan 1 deployed; plan 2 (a new backend: a reload) dispatched and held before it
+        reaches the agents; with `newer_render`, plan 3 rendered and submitted meanwhile."""
+        pipeline.request_render()
+        plan1 = self.wait_acknowledged(pipeline, agents)
+        self.hosts.append("b")
+        pipeline.request_render()
+        assert deployer.holding.wait(30), "plan 2 was never dispatched"
+        plan2 = pipeline.state.last_good
+        assert plan2 is not None and plan2 != plan1
+        plan3 = None
+        if newer_render:
+            self.hosts.append("c")
+            pipeline.request_render()
+            wait_for(lambda: pipeline.state.last_good != plan2, 30, "plan 3 rendered")
+            plan3 = pipeline.state.last_good
+        return plan1, plan2, plan3
+
     def pool(self) -> AgentPool:
         pool = AgentPool(port=self.agents[0].port, token=lambda: TOKEN)
         self.closers.append(pool.close)
@@ -374,11 +416,7 @@ def test_graceful_leader_stop_leaves_the_next_leader_a_usable_checkpoint(harness
 
 
 def test_drain_publishes_nothing_after_another_replica_took_the_lease(harness: Harness) -> None:
-    agents = harness.add_agents(2, ["--min-reload-interval", "0"])
-    harness.pods = [harness.pod_for(a, i) for i, a in enumerate(agents)]
-    harness.set_leader("replica-a", 1)
-    pipeline = harness.pipeline("replica-a", 1)
-    harness.start_term(pipeline)
+    agents, pipeline, _ = harness.lead(2)
     pipeline.request_render()
     first = harness.wait_acknowledged(pipeline, agents)
     pipeline.publish()  # the first deployment is published and checkpointed
@@ -413,27 +451,8 @@ def _drain_during_a_deployment(
     """Plan 1 deployed; plan 2 (a new backend: a reload) dispatched and held before it
     reaches the agents; optionally plan 3 rendered and submitted meanwhile; then the drain
     begins, plan 2 is let go, and the drain runs to its end."""
-    agents = harness.add_agents(2, ["--min-reload-interval", min_reload_interval])
-    harness.pods = [harness.pod_for(a, i) for i, a in enumerate(agents)]
-    harness.set_leader("replica-a", 1)
-    deployer = RecordingDeployer(harness.pool(), hold_call=2)
-    pipeline = harness.pipeline("replica-a", 1, deployer=deployer)
-    harness.start_term(pipeline)
-    pipeline.request_render()
-    plan1 = harness.wait_acknowledged(pipeline, agents)
-
-    harness.hosts.append("b")
-    pipeline.request_render()
-    assert deployer.holding.wait(30), "plan 2 was never dispatched"
-    plan2 = pipeline.state.last_good
-    assert plan2 is not None and plan2 != plan1
-    plan3 = None
-    if newer_render:
-        # Plan 3 is rendered and submitted while plan 2 is in flight.
-        harness.hosts.append("c")
-        pipeline.request_render()
-        wait_for(lambda: pipeline.state.last_good != plan2, 30, "plan 3 rendered")
-        plan3 = pipeline.state.last_good
+    agents, pipeline, deployer = harness.lead(2, min_reload_interval, hold_call=2)
+    plan1, plan2, plan3 = harness.hold_second_render(pipeline, deployer, agents, newer_render)
 
     drain = threading.Thread(target=pipeline.stop, kwargs={"drain": True})
     drain.start()

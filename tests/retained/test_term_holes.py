@@ -23,7 +23,7 @@ from controller.retained.intent import Term
 from controller.retained.store import RetainedStateStore
 from localcluster.testing import ApiServer
 from tests.agents.helpers import wait_for
-from tests.retained.test_drain import NS, Harness, RecordingDeployer, stored_versions
+from tests.retained.test_drain import NS, Harness, stored_versions
 
 
 def _render(harness: Harness, pipeline, hosts: list[str], agents) -> object:
@@ -43,11 +43,7 @@ def test_reverting_a_change_records_the_intent_for_the_output_applied_again(
     Bug (controller/leader.py, LeaderPipeline.deploy): `state.intents_recorded` recorded an
     intent once per plan ID per term, so A's second apply recorded nothing and the intent
     kept naming B while every pod ran A."""
-    agents = harness.add_agents(2, ["--min-reload-interval", "0"])
-    harness.pods = [harness.pod_for(a, i) for i, a in enumerate(agents)]
-    harness.set_leader("replica-a", 1)
-    pipeline = harness.pipeline("replica-a", 1)
-    harness.start_term(pipeline)
+    agents, pipeline, _ = harness.lead(2)
     plan_a = _render(harness, pipeline, ["a"], agents)
     plan_b = _render(harness, pipeline, ["a", "b"], agents)
     again = _render(harness, pipeline, ["a"], agents)
@@ -69,11 +65,7 @@ def test_receipts_absorbed_during_a_publication_are_published_next(harness: Harn
     Bug (controller/leader.py, LeaderPipeline.publish): it snapshotted the receipts of A's
     checksum, then cleared all of `state.unsaved`, B's receipts included, so B (which the
     intent names) never got a checkpoint until some later deployment."""
-    agents = harness.add_agents(2, ["--min-reload-interval", "0"])
-    harness.pods = [harness.pod_for(a, i) for i, a in enumerate(agents)]
-    harness.set_leader("replica-a", 1)
-    pipeline = harness.pipeline("replica-a", 1)
-    harness.start_term(pipeline)
+    agents, pipeline, _ = harness.lead(2)
     plan_a = _render(harness, pipeline, ["a"], agents)
 
     write_checkpoint = pipeline.checkpoints.publish
@@ -111,24 +103,9 @@ def test_drain_pushes_a_new_pod_only_the_last_dispatched_plan(harness: Harness) 
 
     Bug (controller/leader.py, LeaderPipeline._push_to_new_pods): it pushed
     `state.last_good`, the newer render, and `deploy()` recorded an intent for it."""
-    agents = harness.add_agents(3, ["--min-reload-interval", "0"])
+    agents, pipeline, deployer = harness.lead(2, spare=1, hold_call=2)
     spare = agents.pop()
-    harness.pods = [harness.pod_for(a, i) for i, a in enumerate(agents)]
-    harness.set_leader("replica-a", 1)
-    deployer = RecordingDeployer(harness.pool(), hold_call=2)
-    pipeline = harness.pipeline("replica-a", 1, deployer=deployer)
-    harness.start_term(pipeline)
-    pipeline.request_render()
-    plan1 = harness.wait_acknowledged(pipeline, agents)
-    harness.hosts.append("b")
-    pipeline.request_render()
-    assert deployer.holding.wait(30), "plan 2 was never dispatched"
-    plan2 = pipeline.state.last_good
-    assert plan2 is not None and plan2 != plan1
-    harness.hosts.append("c")
-    pipeline.request_render()
-    wait_for(lambda: pipeline.state.last_good != plan2, 30, "plan 3 rendered")
-    plan3 = pipeline.state.last_good
+    _, plan2, plan3 = harness.hold_second_render(pipeline, deployer, agents, newer_render=True)
     assert plan3 is not None
 
     drain = threading.Thread(target=pipeline.stop, kwargs={"drain": True})
@@ -160,11 +137,7 @@ def test_the_drain_bound_holds_when_publication_hangs(api: ApiServer, harness: H
     Bug (controller/leader.py, LeaderPipeline._drain -> publish): the publication ran with
     no deadline, each request with its own 5 s timeout (retried by urllib3), so a hanging
     API server kept the drain, and the Lease, long past the bound."""
-    agents = harness.add_agents(2, ["--min-reload-interval", "0"])
-    harness.pods = [harness.pod_for(a, i) for i, a in enumerate(agents)]
-    harness.set_leader("replica-a", 1)
-    pipeline = harness.pipeline("replica-a", 1)
-    harness.start_term(pipeline)
+    agents, pipeline, _ = harness.lead(2)
     pipeline.request_render()
     harness.wait_acknowledged(pipeline, agents)
     assert harness.published() is None, "premise: the receipt waits in the throttle"
@@ -193,12 +166,8 @@ def test_a_refusal_after_dispatch_reverts_the_pods_and_withdraws_the_output(
     Bug (controller/leader.py, controller/runtime.py): the RenderGate got no `on_verdict`,
     so a refused plan stayed `last_good`, the intent named it, and it was pushed to new
     pods and re-deployed by drift prevention."""
-    agents = harness.add_agents(3, ["--min-reload-interval", "4"])
+    agents, pipeline, _ = harness.lead(2, "4", spare=1)
     spare = agents.pop()
-    harness.pods = [harness.pod_for(a, i) for i, a in enumerate(agents)]
-    harness.set_leader("replica-a", 1)
-    pipeline = harness.pipeline("replica-a", 1)
-    harness.start_term(pipeline)
     plan_a = _render(harness, pipeline, ["a"], agents)
     assert not pipeline.gate.pessimistic
 
@@ -276,11 +245,7 @@ def test_pods_that_took_a_refused_plan_are_reverted_through_their_agent(
     turned into a refusal (HAProxy accepts B, so the refusal is injected at the verdict,
     the one thing not real here); the agents must be sent `revert_lkg` and serve A again
     before their paced reload of B would run, and the intent must name A."""
-    agents = harness.add_agents(2, ["--min-reload-interval", "4"])
-    harness.pods = [harness.pod_for(a, i) for i, a in enumerate(agents)]
-    harness.set_leader("replica-a", 1)
-    pipeline = harness.pipeline("replica-a", 1)
-    harness.start_term(pipeline)
+    agents, pipeline, _ = harness.lead(2, "4")
     plan_a = _render(harness, pipeline, ["a"], agents)
     report = pipeline.gate.on_term_verdict
     assert report is not None
@@ -323,11 +288,7 @@ def test_a_publication_stops_writing_once_the_lease_moved(harness: Harness) -> N
 
     Bug (controller/leader.py, LeaderPipeline.publish): one `check_term()` at the start,
     then every write of the output, the receipts and the checkpoint went ahead."""
-    agents = harness.add_agents(2, ["--min-reload-interval", "0"])
-    harness.pods = [harness.pod_for(a, i) for i, a in enumerate(agents)]
-    harness.set_leader("replica-a", 1)
-    pipeline = harness.pipeline("replica-a", 1)
-    harness.start_term(pipeline)
+    agents, pipeline, _ = harness.lead(2)
     output = _render(harness, pipeline, ["a"], agents)
     ordinary = pipeline.publisher.ordinary if hasattr(pipeline, "publisher") else pipeline.ordinary
     write_output = ordinary.publish_output

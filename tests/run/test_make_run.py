@@ -30,7 +30,7 @@ import httpx
 import kubernetes
 import pytest
 
-from haptic_site import stack
+from devstack import stack
 
 pytestmark = pytest.mark.e2e
 
@@ -81,7 +81,7 @@ def _alive(pids: dict[int, str]) -> list[int]:
 
 
 class MakeRun:
-    """`python -m haptic_site.run` in its own session, its output followed line by line."""
+    """`python -m devstack.run` in its own session, its output followed line by line."""
 
     def __init__(self, var_dir: Path, web_port: int) -> None:
         self.var_dir = var_dir
@@ -108,7 +108,7 @@ class MakeRun:
         self.lines = []
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "haptic_site.run"],
+            [sys.executable, "-m", "devstack.run"],
             cwd=REPO,
             env=self.env(),
             stdout=subprocess.PIPE,

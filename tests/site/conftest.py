@@ -13,6 +13,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from checkpoints import store
+from tests.conftest import REPO_ROOT
 from tests.site import factories as f
 
 PASSWORD = "correct-horse-battery-staple"
@@ -115,17 +116,21 @@ def history(db: Any) -> dict[str, Any]:
     return {"old": old, "new": new, "plan": plan, "checksum": checksum}
 
 
-@pytest.fixture
-def page(live_server: Any, viewer: User, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """A headless Chromium page (Debian's /usr/bin/chromium) signed in as a viewer, on the
-    fleet page; the browser tests of every page share it."""
-    from playwright.sync_api import expect, sync_playwright
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "site"
 
-    from tests.site.test_browser import ARTIFACTS, CHROMIUM
+
+@pytest.fixture
+def browser_tab(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A headless Chromium page (Debian's /usr/bin/chromium), not signed in; screenshots
+    go to ARTIFACTS."""
+    from playwright.sync_api import sync_playwright
 
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # ORM calls in Playwright's thread
+    # Playwright's sync API runs an event loop in this thread; the tests' ORM calls are
+    # plain synchronous code.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(
@@ -135,11 +140,25 @@ def page(live_server: Any, viewer: User, monkeypatch: pytest.MonkeyPatch) -> Ite
         try:
             tab = browser.new_page(viewport={"width": 1400, "height": 900})
             tab.set_default_timeout(30_000)
-            tab.goto(f"{live_server.url}/accounts/login/")
-            tab.fill("#id_username", viewer.username)
-            tab.fill("#id_password", PASSWORD)
-            tab.click("button[type=submit]")
-            expect(tab.locator("nav")).to_contain_text(viewer.username)
             yield tab
         finally:
             browser.close()
+
+
+def sign_in(tab: Any, user: User) -> None:
+    """Submit the login form the tab shows, as `user`."""
+    tab.fill("#id_username", user.username)
+    tab.fill("#id_password", PASSWORD)
+    tab.click("button[type=submit]")
+
+
+@pytest.fixture
+def page(browser_tab: Any, live_server: Any, viewer: User) -> Any:
+    """The browser tab signed in as a viewer, on the fleet page; the browser tests of every
+    page share it."""
+    from playwright.sync_api import expect
+
+    browser_tab.goto(f"{live_server.url}/accounts/login/")
+    sign_in(browser_tab, viewer)
+    expect(browser_tab.locator("nav")).to_contain_text(viewer.username)
+    return browser_tab

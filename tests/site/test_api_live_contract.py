@@ -1,6 +1,6 @@
 """The REST API keeps its OpenAPI contract, checked by schemathesis against a live server.
 
-gunicorn serves the site as `make run` starts it (haptic_site.stack.web_command), on the
+gunicorn serves the site as `make run` starts it (devstack.stack.web_command), on the
 test's PostgreSQL database holding mirrored history. schemathesis reads the served schema
 and runs every check through its examples, coverage, fuzzing and stateful phases: with an
 operator's token on every operation, and at the same time with a viewer's token on the
@@ -25,7 +25,7 @@ import pytest
 from django.db import connection
 from rest_framework.authtoken.models import Token
 
-from haptic_site.stack import free_port, web_command
+from devstack.stack import free_port, web_command
 from tests.conftest import REPO_ROOT
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(480)]

@@ -7,7 +7,6 @@ test-artifacts/site/.
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from collections.abc import Iterator
@@ -15,16 +14,13 @@ from typing import Any
 
 import pytest
 from django.db import connection
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from checkpoints.models import AuditLog, Checkpoint, RecoveryReview, TaskRun
-from tests.conftest import REPO_ROOT, celery_worker
-from tests.site.conftest import PASSWORD
+from tests.conftest import celery_worker
+from tests.site.conftest import ARTIFACTS, sign_in
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
-
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = REPO_ROOT / "test-artifacts" / "site"
 
 
 @pytest.fixture
@@ -53,72 +49,54 @@ def test_login_history_diff_and_recovery_review(
     operator: Any,
     history: dict,
     leader_worker: str,
-    monkeypatch: pytest.MonkeyPatch,
+    browser_tab: Any,
 ) -> None:
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
-    # Playwright's sync API runs an event loop in this thread; our ORM calls here are
-    # plain synchronous test code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     old = Checkpoint.objects.get(uid=history["old"]["metadata"]["uid"])
     new = Checkpoint.objects.get(uid=history["new"]["metadata"]["uid"])
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.set_default_timeout(30_000)
+    page = browser_tab
+    # Anonymous: the history redirects to the login page.
+    page.goto(f"{live_server.url}/checkpoints/")
+    expect(page).to_have_url(f"{live_server.url}/accounts/login/?next=/checkpoints/")
+    sign_in(page, operator)
+    expect(page).to_have_url(f"{live_server.url}/checkpoints/")
 
-            # Anonymous: the history redirects to the login page.
-            page.goto(f"{live_server.url}/checkpoints/")
-            expect(page).to_have_url(f"{live_server.url}/accounts/login/?next=/checkpoints/")
-            page.fill("#id_username", operator.username)
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            expect(page).to_have_url(f"{live_server.url}/checkpoints/")
+    # Fleet: each pod with its plan and whether it matches the intent.
+    page.click("text=Fleet")
+    expect(page.locator("table.fleet")).to_contain_text("haproxy-0")
+    page.screenshot(path=str(ARTIFACTS / "00-fleet.png"), full_page=True)
+    page.click("nav >> text=Checkpoints")
 
-            # Fleet: each pod with its plan and whether it matches the intent.
-            page.click("text=Fleet")
-            expect(page.locator("table.fleet")).to_contain_text("haproxy-0")
-            page.screenshot(path=str(ARTIFACTS / "00-fleet.png"), full_page=True)
-            page.click("nav >> text=Checkpoints")
+    # History: newest first, the intended checkpoint marked.
+    intended = page.locator("li.intended")
+    expect(intended).to_have_count(1)
+    expect(intended).to_contain_text(new.name)
+    page.screenshot(path=str(ARTIFACTS / "01-checkpoint-history.png"), full_page=True)
 
-            # History: newest first, the intended checkpoint marked.
-            intended = page.locator("li.intended")
-            expect(intended).to_have_count(1)
-            expect(intended).to_contain_text(new.name)
-            page.screenshot(path=str(ARTIFACTS / "01-checkpoint-history.png"), full_page=True)
+    # Diff between the two.
+    page.check(f"input[name=a][value='{old.pk}']")
+    page.check(f"input[name=b][value='{new.pk}']")
+    page.click("#diff-form button[type=submit]")
+    expect(page).to_have_url(re.compile(r"/checkpoints/diff/\?"))
+    assert f"a={old.pk}" in page.url and f"b={new.pk}" in page.url
+    expect(page.locator("tr.replace td.l").first).to_contain_text("timeout client 5s")
+    expect(page.locator("tr.replace td.r").first).to_contain_text("timeout client 30s")
+    page.screenshot(path=str(ARTIFACTS / "02-diff.png"), full_page=True)
 
-            # Diff between the two.
-            page.check(f"input[name=a][value='{old.pk}']")
-            page.check(f"input[name=b][value='{new.pk}']")
-            page.click("#diff-form button[type=submit]")
-            expect(page).to_have_url(re.compile(r"/checkpoints/diff/\?"))
-            assert f"a={old.pk}" in page.url and f"b={new.pk}" in page.url
-            expect(page.locator("tr.replace td.l").first).to_contain_text("timeout client 5s")
-            expect(page.locator("tr.replace td.r").first).to_contain_text("timeout client 30s")
-            page.screenshot(path=str(ARTIFACTS / "02-diff.png"), full_page=True)
-
-            # Recovery review: request it, then see the leader's verdicts arrive.
-            page.click("text=Recovery reviews")
-            page.fill("#reason", "replacement pods stay NotReady after render failure")
-            page.click("text=Request recovery review")
-            expect(page.locator("#review-status")).to_be_visible()
-            page.screenshot(path=str(ARTIFACTS / "03-review-requested.png"), full_page=True)
-            # refresh.js re-fetches the fragment until the worker has evaluated it.
-            expect(page.locator("#review-status")).to_have_text("ineligible", timeout=90_000)
-            verdict = page.locator("#verdicts tr.fail")
-            expect(verdict).to_have_count(1)
-            # This worker leads nothing, so the real evaluation refuses (the full leader path
-            # is tests/e2e/test_recovery_review.py).
-            expect(verdict).to_contain_text("holds no live leadership term")
-            page.screenshot(path=str(ARTIFACTS / "04-review-verdicts.png"), full_page=True)
-        finally:
-            browser.close()
+    # Recovery review: request it, then see the leader's verdicts arrive.
+    page.click("text=Recovery reviews")
+    page.fill("#reason", "replacement pods stay NotReady after render failure")
+    page.click("text=Request recovery review")
+    expect(page.locator("#review-status")).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "03-review-requested.png"), full_page=True)
+    # refresh.js re-fetches the fragment until the worker has evaluated it.
+    expect(page.locator("#review-status")).to_have_text("ineligible", timeout=90_000)
+    verdict = page.locator("#verdicts tr.fail")
+    expect(verdict).to_have_count(1)
+    # This worker leads nothing, so the real evaluation refuses (the full leader path
+    # is tests/e2e/test_recovery_review.py).
+    expect(verdict).to_contain_text("holds no live leadership term")
+    page.screenshot(path=str(ARTIFACTS / "04-review-verdicts.png"), full_page=True)
 
     review = RecoveryReview.objects.get()
     assert review.status == "ineligible" and review.requested_by == operator

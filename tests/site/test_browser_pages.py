@@ -20,7 +20,7 @@ from checkpoints.models import AuditLog, Checkpoint, MirrorState
 from controller.render.warnings import warnings_summary
 from localcluster.testing import ApiServer
 from tests.site import factories as f
-from tests.site.test_browser import ARTIFACTS
+from tests.site.conftest import ARTIFACTS
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 

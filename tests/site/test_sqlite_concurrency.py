@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from haptic_site.stack import free_port, web_command
+from devstack.stack import free_port, web_command
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(180)

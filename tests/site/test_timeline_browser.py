@@ -17,7 +17,7 @@ from playwright.sync_api import Page, expect
 from checkpoints import store
 from checkpoints.models import LeadershipTerm
 from tests.site import factories as f
-from tests.site.test_browser import ARTIFACTS
+from tests.site.conftest import ARTIFACTS
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 

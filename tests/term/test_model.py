@@ -60,7 +60,7 @@ from controller.retained.intent import EPOCH_ANNOTATION, INTENT_ANNOTATION
 from controller.retained.store import RetainedStateStore
 from controller.term.publisher import PublicationStopped
 from controller.watch.discovery import DiscoveredPod
-from haptic_site import stack
+from devstack import stack
 from localcluster.testing import ApiServer
 from tests.render import builders as b
 from tests.term import invariants as inv

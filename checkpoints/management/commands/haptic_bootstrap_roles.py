@@ -6,7 +6,6 @@ first superuser. Safe to run again: it only adds what is missing.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -14,6 +13,7 @@ from django.contrib.auth.models import Group, Permission
 from django.core.management.base import BaseCommand, CommandError
 
 from checkpoints.roles import OPERATOR, VIEWER
+from config import env
 
 
 class Command(BaseCommand):
@@ -44,7 +44,7 @@ class Command(BaseCommand):
         username = options.get("admin_username")
         if not username:
             return
-        password = options.get("admin_password") or os.environ.get("HAPTIC_ADMIN_PASSWORD")
+        password = options.get("admin_password") or env.admin_password()
         user_model = get_user_model()
         if user_model.objects.filter(username=username).exists():
             self.stdout.write(f"admin {username} already exists")

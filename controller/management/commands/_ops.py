@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from kubernetes.client.exceptions import ApiException
 
+from config import env
 from contract import (
     CLAIM_ANNOTATION,
     EPOCH_ANNOTATION,
@@ -45,7 +45,7 @@ def var_dir() -> Path:
 
 def default_kubeconfig() -> str:
     """HAPTIC_KUBECONFIG, else the local cluster's kubeconfig under var/."""
-    return os.environ.get("HAPTIC_KUBECONFIG") or str(var_dir() / "cluster" / "kubeconfig")
+    return env.kubeconfig() or str(var_dir() / "cluster" / "kubeconfig")
 
 
 class KubeCommand(BaseCommand):
@@ -71,7 +71,7 @@ class KubeCommand(BaseCommand):
         )
         parser.add_argument(
             "--template",
-            default=os.environ.get("HAPTIC_TEMPLATE_CONFIG") or "haptic",
+            default=env.template_config(),
             help="HAProxyTemplateConfig name (default: haptic)",
         )
         parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -84,9 +84,7 @@ class KubeCommand(BaseCommand):
                 "`python manage.py localcluster up`) or pass --kubeconfig"
             )
         self.api = kubernetes.config.new_client_from_config(config_file=path)
-        workload = options.get("workload_kubeconfig") or os.environ.get(
-            "HAPTIC_WORKLOAD_KUBECONFIG"
-        )
+        workload = options.get("workload_kubeconfig") or env.workload_kubeconfig()
         if workload and not Path(workload).exists():
             raise CommandError(f"no kubeconfig at {workload} (--workload-kubeconfig)")
         self.workload_api = (
@@ -139,8 +137,8 @@ class KubeCommand(BaseCommand):
 
     def agent_token(self, template: dict[str, Any] | None) -> str:
         """The agents' bearer token: HAPTIC_AGENT_TOKEN, else the Secret the template names."""
-        if os.environ.get("HAPTIC_AGENT_TOKEN"):
-            return os.environ["HAPTIC_AGENT_TOKEN"]
+        if env.agent_token():
+            return env.agent_token()
         ref = (((template or {}).get("spec") or {}).get("agent") or {}).get("tokenSecretRef") or {}
         name, key = ref.get("name", "haptic-agent-token"), ref.get("key", "token")
         try:

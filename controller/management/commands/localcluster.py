@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from haptic_site import stack
+from config import env
+from devstack import stack
 
 from ._ops import var_dir
 
@@ -29,7 +29,7 @@ class Command(BaseCommand):
         up.add_argument(
             "--port",
             type=int,
-            default=int(os.environ.get("HAPTIC_CLUSTER_PORT", "16443")),
+            default=env.env_int("HAPTIC_CLUSTER_PORT", 16443),
             help="API server port (default $HAPTIC_CLUSTER_PORT or 16443; 0 = any free port)",
         )
         up.add_argument(

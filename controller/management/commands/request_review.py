@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-FINAL = {"eligible", "ineligible", "approved", "rejected", "expired", "succeeded", "failed"}
+from config import env
 
 
 class Command(BaseCommand):
@@ -27,13 +26,13 @@ class Command(BaseCommand):
         parser.add_argument("--reason", required=True, help="why a review is needed (audited)")
         parser.add_argument(
             "--user",
-            default=os.environ.get("HAPTIC_ADMIN_USER", "admin"),
+            default=env.admin_user(),
             help="the requesting user; must be in the operator group or a superuser "
             "(default $HAPTIC_ADMIN_USER or admin)",
         )
         parser.add_argument(
             "--template",
-            default=os.environ.get("HAPTIC_TEMPLATE_CONFIG") or "haptic",
+            default=env.template_config(),
             help="HAProxyTemplateConfig the review is about (default haptic)",
         )
         parser.add_argument(
@@ -69,7 +68,7 @@ class Command(BaseCommand):
         deadline = time.monotonic() + options["wait"]
         while time.monotonic() < deadline:
             review = RecoveryReview.objects.get(pk=review.pk)
-            if review.status in FINAL:
+            if review.status in RecoveryReview.ANSWERED:
                 break
             time.sleep(0.5)
         self.stdout.write(f"status: {review.status}")

@@ -44,8 +44,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from config import env
+from contract import EPOCH_ANNOTATION, parse_epoch
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("HAPTIC_VAR_DIR", REPO_ROOT / "var")).resolve()
+VAR_DIR = env.var_dir(REPO_ROOT / "var").resolve()
 LOG_DIR = VAR_DIR / "log"
 HOSTS = {"echo.local": "echo", "hello.local": "hello"}
 
@@ -67,16 +70,15 @@ class Settings:
 
     @classmethod
     def from_env(cls) -> Settings:
-        env = os.environ
         return cls(
             var_dir=VAR_DIR,
-            web_port=int(env.get("HAPTIC_WEB_PORT", "8000")),
-            cluster_port=int(env.get("HAPTIC_CLUSTER_PORT", "16443")),
-            health_base=int(env.get("HAPTIC_HEALTH_PORT_BASE", "8091")),
-            replicas=int(env.get("HAPTIC_HAPROXY_REPLICAS", "3")),
-            admin_user=env.get("HAPTIC_ADMIN_USER", "admin"),
-            converge_timeout=float(env.get("HAPTIC_CONVERGE_TIMEOUT", "300")),
-            real_cluster=env.get("HAPTIC_CLUSTER", "local") == "real",
+            web_port=env.env_int("HAPTIC_WEB_PORT", 8000),
+            cluster_port=env.env_int("HAPTIC_CLUSTER_PORT", 16443),
+            health_base=env.env_int("HAPTIC_HEALTH_PORT_BASE", 8091),
+            replicas=env.env_int("HAPTIC_HAPROXY_REPLICAS", 3),
+            admin_user=env.admin_user(),
+            converge_timeout=env.env_float("HAPTIC_CONVERGE_TIMEOUT", 300.0),
+            real_cluster=env.env_text("HAPTIC_CLUSTER", "local") == "real",
         )
 
 
@@ -109,7 +111,7 @@ class Credentials:
 def setup_site(cfg: Settings) -> Credentials:
     """Migrate, static files, roles, admin and API token, in this process (faster than a
     manage.py process per step; the children get the same settings from the environment)."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "haptic_site.settings")
+    env.setdefault("DJANGO_SETTINGS_MODULE", "haptic_site.settings")
     import django
 
     django.setup()
@@ -128,7 +130,7 @@ def setup_site(cfg: Settings) -> Credentials:
     step("collecting static files")
     call_command("collectstatic", interactive=False, verbosity=0)
     user_model = get_user_model()
-    from_env = os.environ.get("HAPTIC_ADMIN_PASSWORD")
+    from_env = env.admin_password()
     existing = user_model.objects.filter(username=cfg.admin_user).first()
     password_file = cfg.var_dir / "admin-password"
     shown: str | None = None  # printed only when generated now, never again
@@ -206,10 +208,10 @@ class Run:
 
     def launch_cluster(self) -> None:
         """Start the local cluster without waiting: it boots while the site is set up."""
-        from haptic_site import stack
+        from devstack import stack
 
         self._cluster_wait = None
-        given = os.environ.get("HAPTIC_KUBECONFIG")
+        given = env.kubeconfig()
         if given:
             # Someone else's cluster (e.g. `python -m localcluster up` elsewhere): use it,
             # never stop it. Its node must be able to run this machine's processes.
@@ -242,7 +244,7 @@ class Run:
         self._cluster_wait = (proc, offset)
 
     def cluster_ready(self) -> None:
-        from haptic_site import stack
+        from devstack import stack
 
         if self._cluster_wait is None:
             return
@@ -273,7 +275,7 @@ class Run:
         step(f"local cluster ready at {url} (state: {self.state_dir})")
 
     def stop_all(self) -> None:
-        from haptic_site import stack
+        from devstack import stack
 
         if not self.processes:
             return
@@ -317,7 +319,7 @@ class Run:
         try:
             import kubernetes
 
-            from haptic_site import stack
+            from devstack import stack
 
             api = kubernetes.config.new_client_from_config(config_file=str(self.kubeconfig))
             lease = kubernetes.client.CoordinationV1Api(api).read_namespaced_lease(
@@ -329,7 +331,7 @@ class Run:
 
 
 def _health_ports(cfg: Settings, count: int) -> list[int]:
-    from haptic_site import stack
+    from devstack import stack
 
     if cfg.health_base == 0:
         return [stack.free_port() for _ in range(count)]
@@ -338,14 +340,14 @@ def _health_ports(cfg: Settings, count: int) -> list[int]:
 
 def control_objects(agent_token: str) -> list[dict]:
     """What the controllers need before they start: namespace, token, template config."""
-    from haptic_site import stack
+    from devstack import stack
 
     return [*stack.base_objects(agent_token), stack.template_config(stack.Timings())]
 
 
 def workload_objects(replicas: int, token_file: Path) -> list[dict]:
     """The HAProxy pods and the sample backends with their Ingresses."""
-    from haptic_site import stack
+    from devstack import stack
 
     objects: list[dict] = [stack.haproxy_deployment(replicas, token_file)]
     for host, name in HOSTS.items():
@@ -355,7 +357,7 @@ def workload_objects(replicas: int, token_file: Path) -> list[dict]:
 
 
 def install(api: Any, objects: list[dict]) -> None:
-    from haptic_site import stack
+    from devstack import stack
 
     # Retried: a resumed API server may still be replaying its journal.
     stack.wait_for(lambda: stack.apply_objects(api, objects) or True, 30, what="manifests")
@@ -390,7 +392,7 @@ def leader_term(api: Any) -> tuple[str | None, int, bool]:
     """(holder, fencing epoch, renewed within the lease duration) of the leader Lease."""
     import kubernetes
 
-    from haptic_site import stack
+    from devstack import stack
 
     try:
         lease = kubernetes.client.CoordinationV1Api(api).read_namespaced_lease(
@@ -398,7 +400,7 @@ def leader_term(api: Any) -> tuple[str | None, int, bool]:
         )
     except Exception:  # no Lease yet (or the API is busy): no leader
         return None, 0, False
-    epoch = int((lease.metadata.annotations or {}).get("haproxy-haptic.org/epoch") or 0)
+    epoch = parse_epoch((lease.metadata.annotations or {}).get(EPOCH_ANNOTATION))
     renewed = lease.spec.renew_time
     age = (datetime.now(UTC) - renewed).total_seconds() if renewed else None
     fresh = age is not None and age < (lease.spec.lease_duration_seconds or 30)
@@ -408,7 +410,7 @@ def leader_term(api: Any) -> tuple[str | None, int, bool]:
 def observe(api: Any, epoch_before: int) -> Fleet:
     import httpx
 
-    from haptic_site import stack
+    from devstack import stack
 
     pods = stack.list_haproxy_pods(api, timeout=3)
     holder, epoch, fresh = leader_term(api)
@@ -498,16 +500,53 @@ def _lock(var_dir: Path) -> Any:
     return fh
 
 
+def start_controllers_and_mirror(run: Run, cfg: Settings) -> None:
+    """Two controller replicas (each with its health port) and the mirror, on the cluster."""
+    from devstack import stack
+
+    kube_env = {"HAPTIC_KUBECONFIG": str(run.kubeconfig), "HAPTIC_NAMESPACE": stack.NAMESPACE}
+    for index, port in enumerate(_health_ports(cfg, 2)):
+        proc = stack.controller_process(
+            index,
+            run.kubeconfig,
+            LOG_DIR,
+            env.redis_url() or None,
+            {**kube_env, "HAPTIC_HEALTH_PORT": str(port)},
+        )
+        run.start(proc)
+        step(f"{proc.name} health: http://127.0.0.1:{port}/healthz /readyz /metrics")
+    run.start(
+        stack.Process(
+            "mirror",
+            [sys.executable, "manage.py", "run_mirror", "--kubeconfig", str(run.kubeconfig)],
+            kube_env,
+            LOG_DIR / "mirror.log",
+        )
+    )
+
+
+def supervise(run: Run) -> int:
+    """Until Ctrl-C or a process exits: the exit code to end with (0 after Ctrl-C)."""
+    while not run.stopping:
+        for proc in run.processes:
+            if not proc.running:
+                step(f"{proc.name} exited with {proc.proc.returncode}; stopping everything")
+                run.stopping = True
+                return proc.proc.returncode or 1
+        time.sleep(0.5)
+    return 0
+
+
 def main() -> int:
-    from haptic_site import stack
+    from devstack import stack
 
     started = time.monotonic()
     cfg = Settings.from_env()
     cfg.var_dir.mkdir(parents=True, exist_ok=True)
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     # Children (and Django in this process) must agree on var/.
-    os.environ["HAPTIC_VAR_DIR"] = str(cfg.var_dir)
-    os.environ["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    env.export("HAPTIC_VAR_DIR", str(cfg.var_dir))
+    env.export("PYTHONPATH", env.prepend_path("PYTHONPATH", str(REPO_ROOT)))
     lock = _lock(cfg.var_dir)
     if stack.port_in_use(cfg.web_port):
         raise SystemExit(f"port {cfg.web_port} is in use: set HAPTIC_WEB_PORT")
@@ -543,25 +582,7 @@ def main() -> int:
             step("agent token Secret updated to var/agent-token")
         epoch_before = leader_term(api)[1]
         # Controllers boot for seconds (Celery, watches): start them before the workload.
-        kube_env = {"HAPTIC_KUBECONFIG": str(run.kubeconfig), "HAPTIC_NAMESPACE": stack.NAMESPACE}
-        for index, port in enumerate(_health_ports(cfg, 2)):
-            proc = stack.controller_process(
-                index,
-                run.kubeconfig,
-                LOG_DIR,
-                os.environ.get("REDIS_URL"),
-                {**kube_env, "HAPTIC_HEALTH_PORT": str(port)},
-            )
-            run.start(proc)
-            step(f"{proc.name} health: http://127.0.0.1:{port}/healthz /readyz /metrics")
-        run.start(
-            stack.Process(
-                "mirror",
-                [py, "manage.py", "run_mirror", "--kubeconfig", str(run.kubeconfig)],
-                kube_env,
-                LOG_DIR / "mirror.log",
-            )
-        )
+        start_controllers_and_mirror(run, cfg)
         step(
             f"installing {cfg.replicas} HAProxy pods, backends {', '.join(HOSTS.values())} "
             f"and Ingresses {', '.join(HOSTS)}"
@@ -570,14 +591,7 @@ def main() -> int:
         stack.scale_deployment(api, "haproxy", cfg.replicas)
         fleet = wait_converged(run, api, epoch_before)
         summary(cfg, creds, fleet, started)
-        while not run.stopping:
-            for proc in run.processes:
-                if not proc.running:
-                    code = proc.proc.returncode or 1
-                    step(f"{proc.name} exited with {proc.proc.returncode}; stopping everything")
-                    run.stopping = True
-                    break
-            time.sleep(0.5)
+        code = supervise(run)
     except Interrupted:
         print("", flush=True)
         code = 130

