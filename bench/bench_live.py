@@ -105,7 +105,7 @@ def _receipts(plan: str, at: str) -> list[dict[str, Any]]:
 def _web(port: int) -> subprocess.Popen[bytes]:
     import httpx
 
-    from haptic_site import stack
+    from devstack import stack
 
     server = subprocess.Popen(
         stack.web_command(port), cwd=REPO_ROOT, stdout=subprocess.DEVNULL, env=dict(os.environ)

@@ -33,7 +33,7 @@ from agents.sockets import RuntimeAPI
 from controller.deploy.deployer import AgentPool, Deployer, HAProxyPod
 from controller.render import RenderInput, RenderOutput, render, runtime_operations
 from controller.term.plans import PlanMemory
-from haptic_site import stack
+from devstack import stack
 from tests.agents.helpers import TOKEN, AgentProcess, free_ip, port_free_on, wait_for
 from tests.render import builders as b
 
