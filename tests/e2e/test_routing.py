@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import uuid
 from collections.abc import Iterator
 
 import kubernetes
@@ -60,6 +61,27 @@ def test_a_served_ingress_shows_the_haproxy_pod_addresses_in_its_status(system: 
 
     pod_ips = {p.status.pod_ip for p in system.haproxy_pods(ready_only=False)}
     wait_for(lambda: addresses() == pod_ips, 60, what="ingress status addresses")
+
+
+def test_an_http_request_through_a_haproxy_pod_appears_in_the_pod_log(system: System) -> None:
+    # Issue 18: HAProxy's access log (httplog) is the pod's log, read through the API as
+    # `kubectl logs <pod> -c haproxy` reads it, not a file inside the pod.
+    wait_for(lambda: system.serves("x.example", "echo-"), 90, what="x.example served")
+    pod = system.haproxy_pods(ready_only=False)[0]
+    probe = f"/access-log-probe-{uuid.uuid4().hex}"
+    assert system.get(pod, "x.example", probe).status_code == 200
+
+    def logged() -> list[str]:
+        text = system.core().read_namespaced_pod_log(
+            pod.metadata.name, stack.NAMESPACE, container="haproxy"
+        )
+        return [line for line in text.splitlines() if probe in line]
+
+    lines = wait_for(logged, 15, what="the request's access log line in the pod log")
+    assert len(lines) == 1
+    # httplog: frontend, backend/server, status and the request line.
+    assert f'"GET {probe} HTTP/1.1"' in lines[0]
+    assert " http " in f" {lines[0]} " and " 200 " in lines[0]
 
 
 def _workers(system: System) -> dict[str, tuple]:
