@@ -463,9 +463,19 @@ def ours(annotations: Any) -> tuple[tuple[str, str], ...]:
     ones translated), sorted: the cache key of the parsers."""
     if not annotations or not isinstance(annotations, Mapping):
         return ()
+    items = tuple(annotations.items())
+    try:
+        return _ours(items)
+    except TypeError:  # an unhashable value (not a string): validation refuses it later
+        return _ours.__wrapped__(items)
+
+
+# Cached per annotation set: the same annotations come back render after render.
+@functools.lru_cache(maxsize=1 << 13)
+def _ours(items: tuple[tuple[Any, Any], ...]) -> tuple[tuple[str, str], ...]:
     found: dict[str, str] = {}
     theirs: dict[str, str] = {}
-    for k, v in annotations.items():
+    for k, v in items:
         if not isinstance(k, str):
             continue
         if k.startswith(PREFIX):
