@@ -73,6 +73,8 @@ class TemplateVerdict:
     def message(self) -> str:
         """One line for the Event and the condition: which tests failed and why."""
         gen = f"generation {self.generation}"
+        if not self.results:
+            return f"{gen}: no validation tests"
         if self.accepted:
             return f"{gen}: {len(self.results)} validation tests passed"
         failures = [f"{r.name}: {f}" for r in self.results if not r.passed for f in r.failures]
@@ -139,7 +141,8 @@ Report = Callable[[TemplateVerdict], None]
 class TemplateGate:
     """One per replica, across terms: the accepted template survives a leader change of
     this replica. `attach` installs the term's reporter; every verdict (and a refusal still
-    standing when a new term starts) is reported once to it."""
+    standing when a new term starts) is reported once to it; a template without tests
+    only corrects the condition an earlier verdict left."""
 
     def __init__(self, run: RunTests) -> None:
         self._run = run
@@ -160,7 +163,7 @@ class TemplateGate:
             self._reported = verdict
             report = self._report
         REFUSED.set(0 if verdict.accepted else 1)
-        if verdict.results and report is not None:
+        if report is not None:
             try:
                 report(verdict)
             except Exception as exc:  # a report; never the reason a render does not run
@@ -181,6 +184,9 @@ def template_reporter(
     custom = client.CustomObjectsApi(api_client)
 
     def report(verdict: TemplateVerdict) -> None:
+        current = conditions()
+        if not verdict.results and all(c.get("type") != CONDITION for c in current):
+            return  # no tests, and no condition of an earlier verdict to correct
         message = verdict.message()
         if verdict.accepted:
             record_event("Normal", PASSED_REASON, message)
@@ -194,7 +200,7 @@ def template_reporter(
             "message": message[:1024],
             "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
-        others = [c for c in conditions() if c.get("type") != CONDITION]
+        others = [c for c in current if c.get("type") != CONDITION]
         check_term()
         custom.patch_namespaced_custom_object_status(
             TEMPLATE_GROUP,

@@ -79,13 +79,14 @@ def test_renders_use_the_newest_template_whose_tests_passed(steps) -> None:
     assert choice.select(None, _fake_run) == (None, None)
 
 
-def test_a_template_without_tests_is_accepted_without_a_report() -> None:
+def test_a_template_without_tests_is_accepted_without_running_anything() -> None:
     reports: list = []
     gate = TemplateGate(validation_runner(lambda out: (False, "never called")))
     gate.attach(reports.append)
     config = b.template_config()
     assert gate.select(config) is config
-    assert reports == []
+    assert [(v.accepted, v.results) for v in reports] == [(True, ())]
+    assert gate.select(copy.deepcopy(config)) is not None and len(reports) == 1
 
 
 def _refused() -> float | None:
@@ -185,3 +186,13 @@ def test_a_refused_template_keeps_the_last_good_one_and_is_reported(api_client, 
     assert gate.select(fixed) is fixed
     assert _refused() == 0
     assert {c["type"]: c for c in conditions()}[CONDITION]["status"] == "True"
+
+    # Refused again, then the tests are removed: the template is used and the condition
+    # no longer says False.
+    assert gate.select(bad) is fixed
+    assert {c["type"]: c for c in conditions()}[CONDITION]["status"] == "False"
+    untested = copy.deepcopy(bad)
+    untested["spec"].pop("validationTests")
+    assert gate.select(untested) is untested
+    condition = {c["type"]: c for c in conditions()}[CONDITION]
+    assert condition["status"] == "True" and "no validation tests" in condition["message"]
