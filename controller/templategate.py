@@ -24,8 +24,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
-from prometheus_client import Counter, Gauge
 
+from controller.metrics import TEMPLATE_REFUSED as REFUSED
+from controller.metrics import TEMPLATE_VALIDATION_RUNS as RUNS
 from controller.render.validate import TestResult, run_tests
 from controller.watch.caches import template_fingerprint
 from controller.watch.resources import TEMPLATE_GROUP, TEMPLATE_PLURAL, TEMPLATE_VERSION
@@ -36,17 +37,6 @@ CONDITION = "TemplateValidated"
 FAILED_REASON = "TemplateValidationFailed"
 PASSED_REASON = "TemplateValidationPassed"
 FIRST_FAILURES = 5
-
-REFUSED = Gauge(
-    "haptic_template_validation_refused",
-    "1 while the newest HAProxyTemplateConfig is refused because its validationTests fail "
-    "(renders use the last accepted template).",
-)
-RUNS = Counter(
-    "haptic_template_validation_runs_total",
-    "Runs of a changed template config's validationTests, by result.",
-    ["result"],
-)
 
 Template = Mapping[str, Any]
 RunTests = Callable[[Template], tuple[TestResult, ...]]
