@@ -123,7 +123,9 @@ class ControllerReplica:
             binary=os.environ.get("HAPTIC_HAPROXY_BIN") or None, on_verdict=self._gate_verdict
         )
         # A changed template config renders only once its validationTests pass (issue 18).
-        self.template_gate = TemplateGate(validation_runner(self._haproxy_check))
+        self.template_gate = TemplateGate(
+            validation_runner(self._haproxy_check, http=lambda: self.http_store.render_view())
+        )
         self.plans = PlanMemory()
         self.pool = AgentPool(port=self._agent_port(), token=self._agent_token)
         self.deployer = Deployer(self.pool)

@@ -113,11 +113,15 @@ class TemplateChoice:
         return self.accepted, verdict
 
 
-def validation_runner(check: Callable[[Any], tuple[bool, str]]) -> RunTests:
-    """The template's own validationTests with `check` as the haproxyValid assertion."""
+def validation_runner(
+    check: Callable[[Any], tuple[bool, str]],
+    http: Callable[[], Mapping[str, str]] | None = None,
+) -> RunTests:
+    """The template's own validationTests with `check` as the haproxyValid assertion and
+    `http()` as the bodies of spec.httpResources (what the leader's render would see)."""
 
     def run(template: Template) -> tuple[TestResult, ...]:
-        results = tuple(run_tests(template, check))
+        results = tuple(run_tests(template, check, http() if http else None))
         if results:
             RUNS.labels("passed" if all(r.passed for r in results) else "failed").inc()
         return results

@@ -196,3 +196,17 @@ def test_a_refused_template_keeps_the_last_good_one_and_is_reported(api_client, 
     assert gate.select(untested) is untested
     condition = {c["type"]: c for c in conditions()}[CONDITION]
     assert condition["status"] == "True" and "no validation tests" in condition["message"]
+
+
+def test_validation_renders_see_the_http_store_bodies_the_render_would_see() -> None:
+    # A template that reads spec.httpResources: its tests render with the fetched bodies,
+    # not without them (which would refuse every such template).
+    config = b.template_config()
+    config["spec"]["haproxyConfig"] = {"template": "# {{ http.denylist }}\n"}
+    config["spec"]["validationTests"] = {
+        "reads-http": {"assertions": [{"type": "contains", "value": "# 10.0.0.0/8"}]}
+    }
+    bodies = {"denylist": "10.0.0.0/8"}
+    gate = TemplateGate(validation_runner(lambda out: (True, ""), http=lambda: bodies))
+    assert gate.select(config) is config
+    assert _refused() == 0
