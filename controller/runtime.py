@@ -34,6 +34,7 @@ from controller.render.warnings import render_warning_reporter, template_status_
 from controller.rendergate import RenderGate, check_output
 from controller.retained.checkpoint import API_VERSION, TemplateRef
 from controller.statusapplier import StatusApplier, cache_lookup
+from controller.templategate import HEALTH_COMPONENT as TEMPLATE_GATE
 from controller.templategate import TemplateGate, template_reporter, validation_runner
 from controller.watch.replica import ReplicaWatch
 from controller.worker import LeaderComponents, ReplicaComponents, ReplicaRuntime
@@ -126,6 +127,7 @@ class ControllerReplica:
         self.template_gate = TemplateGate(
             validation_runner(self._haproxy_check, http=lambda: self.http_store.render_view())
         )
+        self.watch.health.register_probe(TEMPLATE_GATE, self.template_gate.refusal)
         self.plans = PlanMemory()
         self.pool = AgentPool(port=self._agent_port(), token=self._agent_token)
         self.deployer = Deployer(self.pool)

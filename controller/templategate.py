@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,6 +34,7 @@ from controller.watch.resources import TEMPLATE_GROUP, TEMPLATE_PLURAL, TEMPLATE
 log = logging.getLogger(__name__)
 
 CONDITION = "TemplateValidated"
+HEALTH_COMPONENT = "template-gate"
 FAILED_REASON = "TemplateValidationFailed"
 PASSED_REASON = "TemplateValidationPassed"
 FIRST_FAILURES = 5
@@ -85,32 +86,35 @@ class TemplateChoice:
     """Which template renders use (pure). `accepted`: the newest template that passed."""
 
     accepted: Template | None = None
-    accepted_fingerprint: tuple | None = None
+    passed: TemplateVerdict | None = None  # the accepted template's verdict
     refused: TemplateVerdict | None = None
-    tested: list[TemplateVerdict] = field(default_factory=list)
 
     def select(
         self, current: Template | None, run: RunTests
     ) -> tuple[Template | None, TemplateVerdict | None]:
-        """(the template to render with, the verdict on `current` when it was tested now or
-        is refused; None when `current` is accepted without a new run)."""
+        """(the template to render with, the verdict on `current` when it was tested now, is
+        refused, or lifts a refusal by going back to the accepted template; None when
+        `current` is the accepted template and nothing changed)."""
         if not current:
             return None, None
         fingerprint = template_fingerprint(current)
-        if fingerprint == self.accepted_fingerprint:
+        if self.passed is not None and fingerprint == self.passed.fingerprint:
             self.accepted = current  # same template; keep the newest object
-            return current, None
+            if self.refused is None:
+                return current, None
+            # Back to the accepted template (a revert): the refusal is over. A new verdict
+            # object, so that it is reported even if the first one was.
+            self.refused = None
+            self.passed = replace(self.passed, generation=_generation(current))
+            return current, self.passed
         if self.refused is not None and self.refused.fingerprint == fingerprint:
             return self.accepted, self.refused
         verdict = TemplateVerdict(fingerprint, _generation(current), run(current))
         if verdict.accepted:
-            self.accepted, self.accepted_fingerprint, self.refused = current, fingerprint, None
+            self.accepted, self.passed, self.refused = current, verdict, None
             return current, verdict
-        verdict = TemplateVerdict(
-            fingerprint, verdict.generation, verdict.results, _generation(self.accepted)
-        )
-        self.refused = verdict
-        return self.accepted, verdict
+        self.refused = replace(verdict, fallback_generation=_generation(self.accepted))
+        return self.accepted, self.refused
 
 
 def validation_runner(
@@ -148,6 +152,12 @@ class TemplateGate:
     def attach(self, report: Report | None) -> None:
         with self._lock:
             self._report, self._reported = report, None
+
+    def refusal(self) -> str | None:
+        """Why the newest template is not used (a /healthz probe), None when it is."""
+        with self._lock:
+            refused = self._choice.refused
+        return refused.message() if refused is not None else None
 
     def select(self, current: Template | None) -> Template | None:
         with self._lock:

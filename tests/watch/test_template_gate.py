@@ -74,8 +74,10 @@ def test_renders_use_the_newest_template_whose_tests_passed(steps) -> None:
             assert verdict.fallback_generation == (
                 newest_passing["metadata"]["generation"] if newest_passing else None
             )
-        # Tests run once per distinct template in a row, never for the accepted one.
+        # Tests run once per distinct template in a row, never for the accepted one; the
+        # refusal stands exactly while the newest template is not the one in use.
         assert len(runs) - before <= 1
+        assert (choice.refused is None) == (used is current)
     assert choice.select(None, _fake_run) == (None, None)
 
 
@@ -167,6 +169,7 @@ def test_a_refused_template_keeps_the_last_good_one_and_is_reported(api_client, 
     assert by_type[CONDITION]["status"] == "False"
     assert by_type[CONDITION]["reason"] == FAILED_REASON
     assert "no-such-directive" in by_type[CONDITION]["message"]
+    assert gate.refusal() == by_type[CONDITION]["message"]  # /healthz shows it too
     assert by_type["Other"]["status"] == "True"  # other conditions kept
 
     # The same refused template again: no new run, no new report; it stays refused.
@@ -184,7 +187,14 @@ def test_a_refused_template_keeps_the_last_good_one_and_is_reported(api_client, 
     fixed["spec"].pop("haproxyConfig")
     fixed["spec"]["extraContext"] = {"fixed": True}
     assert gate.select(fixed) is fixed
-    assert _refused() == 0
+    assert _refused() == 0 and gate.refusal() is None
+    assert {c["type"]: c for c in conditions()}[CONDITION]["status"] == "True"
+
+    # Refused again, then reverted to the template in use: the refusal is over.
+    assert gate.select(bad) is fixed
+    assert _refused() == 1 and gate.refusal() is not None
+    assert gate.select(fixed) is fixed
+    assert _refused() == 0 and gate.refusal() is None
     assert {c["type"]: c for c in conditions()}[CONDITION]["status"] == "True"
 
     # Refused again, then the tests are removed: the template is used and the condition
