@@ -198,16 +198,32 @@ def _networks(key: str, value: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+# Escapes Python's re accepts and HAProxy's PCRE refuses: a regex haproxy cannot compile
+# would fail the whole render at the gate, not just its Ingress.
+_NOT_PCRE_RE = re.compile(r"\\[NuU]")
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why HAProxy would refuse a regex (checked with Python's re, which is close to PCRE
+    but accepts a few escapes PCRE does not), or None."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"invalid regex ({exc})"
+    if _NOT_PCRE_RE.search(pattern):
+        return "the escapes \\N, \\u and \\U are not in PCRE"
+    return None
+
+
 def _path_rewrite(key: str, value: str) -> tuple[str, str]:
     parts = value.split()
     if len(parts) == 1:
         parts = ["(.*)", parts[0]]  # one value: every path becomes that path
     if len(parts) != 2 or not all(_REGEX_ARG_RE.fullmatch(p) for p in parts):
         raise InvalidAnnotation(key, value, "expected 'REGEX REPLACEMENT' or one path")
-    try:
-        re.compile(parts[0])
-    except re.error as exc:
-        raise InvalidAnnotation(key, value, f"invalid regex ({exc})") from None
+    problem = regex_problem(parts[0])
+    if problem:
+        raise InvalidAnnotation(key, value, problem)
     return parts[0], parts[1]
 
 

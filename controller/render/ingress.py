@@ -142,12 +142,10 @@ def path_match(path_type: str, annotated: str | None, path: str) -> str:
         return "prefix"
     match = annotated or "prefix"
     if match == "regex":
-        if not valid_regex_path(path):
-            raise InvalidObject(f"invalid regex path {path!r}")
-        try:
-            re.compile(path)
-        except re.error as exc:
-            raise InvalidObject(f"invalid regex path {path!r} ({exc})") from None
+        problem = None if valid_regex_path(path) else "characters a regex path may not hold"
+        problem = problem or ann.regex_problem(path)
+        if problem:
+            raise InvalidObject(f"invalid regex path {path!r}: {problem}")
     elif not valid_path(path):
         raise InvalidObject(f"invalid path {path!r} (a regex needs haproxy.org/path-type: regex)")
     return match

@@ -201,6 +201,12 @@ def test_an_invalid_annotation_skips_that_ingress_only(key: str, value: str) -> 
     assert check_output(out).accepted
 
 
+def test_a_path_rewrite_regex_haproxy_cannot_compile_skips_the_ingress() -> None:
+    out = _render({"path-rewrite": "/caf\\u00e9(.*) /cafe\\1"})
+    assert [(w.name, w.reason) for w in out.warnings] == [("app", "InvalidAnnotation")]
+    assert "not in PCRE" in out.warnings[0].message
+
+
 def test_an_invalid_service_annotation_skips_the_routes_to_it() -> None:
     out = _render({}, {"server-ca": "missing-secret"})
     reasons = {(w.kind, w.name, w.reason) for w in out.warnings}
@@ -349,6 +355,9 @@ def test_path_type_decides_how_implementation_specific_paths_match(path_type, ta
         ("/api/[0-9", {"haproxy.org/path-type": "regex"}, "invalid regex path"),
         ("/api/[0-9]+", {}, "a regex needs haproxy.org/path-type: regex"),
         ("/api/v1", {"haproxy.org/path-type": "glob"}, "haproxy.org/path-type"),
+        # Python's re accepts these, HAProxy's PCRE refuses them (and with them the render).
+        ("/\\N{BULLET}", {"haproxy.org/path-type": "regex"}, "not in PCRE"),
+        ("/caf\\u00e9", {"haproxy.org/path-type": "regex"}, "not in PCRE"),
     ],
 )
 def test_a_path_that_cannot_match_as_asked_skips_the_ingress(path, annotations, why) -> None:
