@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.render import RenderInput, render
 from controller.rendergate import check_output
@@ -457,3 +459,42 @@ def test_a_haproxy_ingress_annotation_haptic_cannot_honour_skips_the_ingress(nam
     ]
     assert f"haproxy-ingress.github.io/{name}" in out.warnings[0].message
     assert why in out.warnings[0].message
+
+
+_REGEX_ALPHABET = "ab/.^$*+?()[]{}|-:,=!<>\\PNuUdwsZ019x"
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.text(_REGEX_ALPHABET, max_size=12), min_size=1, max_size=60))
+def test_every_regex_haptic_accepts_compiles_in_haproxy(texts: list[str]) -> None:
+    # Python's re decides what the render accepts; the real haproxy (PCRE) must compile each
+    # of those as the templates use them (a regex path's pattern after its host key, a
+    # path-rewrite as replace-path's regex), or one Ingress could fail the whole render.
+    import subprocess
+    import tempfile
+
+    from controller.render.annotations import InvalidAnnotation, regex_problem, route_policy
+    from controller.render.ingress import regex_key
+    from controller.render.libraries import valid_regex_path
+    from controller.rendergate import haproxy_binary
+
+    lines = []
+    for path in ("/" + t for t in texts):
+        if valid_regex_path(path) and regex_problem(path) is None:
+            lines.append(
+                f"    http-request deny if {{ path -m reg '{regex_key('h.test', path)}' }}"
+            )
+        try:
+            rewrite = route_policy((("path-rewrite", f"{path} /x"),)).path_rewrite
+        except InvalidAnnotation:
+            continue
+        lines.append(f"    http-request replace-path {rewrite[0]} {rewrite[1]}")
+    config = "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n"
+    config += "    timeout connect 1s\nfrontend f\n    bind 127.0.0.1:1\n" + "\n".join(lines)
+    with tempfile.NamedTemporaryFile("w", suffix=".cfg") as f:
+        f.write(config + "\n")
+        f.flush()
+        proc = subprocess.run(
+            [haproxy_binary(), "-c", "-f", f.name], capture_output=True, text=True, timeout=60
+        )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
