@@ -4,6 +4,11 @@ haproxy runs in the foreground as the agent's child (no -D) with PR_SET_PDEATHSI
 agent that dies for any reason takes its haproxy with it: no stray haproxy. The signal
 follows the *thread* that forked, so every start goes through one spawner thread that lives
 as long as the agent.
+
+haproxy's stdout is the agent's own (the container's, so the pod log that `kubectl logs`
+reads): the access log (`log stdout`) goes there unbuffered, with no copy through the agent.
+Its stderr (alerts, warnings) passes through a relay that also keeps the last lines, so a
+haproxy that fails to start says why in the agent's error.
 """
 
 from __future__ import annotations
@@ -13,7 +18,10 @@ import ctypes
 import os
 import signal
 import subprocess
+import sys
+import threading
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,12 +112,44 @@ def process_start_time(pid: int) -> float | None:
         return None
 
 
+class StderrRelay:
+    """Copies a child's stderr to the agent's stderr line by line, keeping the last lines."""
+
+    def __init__(self, stream, keep: int = 50) -> None:
+        self._stream = stream
+        self._tail: deque[bytes] = deque(maxlen=keep)
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="haproxy-stderr", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        out = sys.stderr.buffer
+        # Ends at EOF: once the master and every worker holding the pipe have exited.
+        for line in iter(self._stream.readline, b""):
+            with self._lock:
+                self._tail.append(line)
+            with contextlib.suppress(OSError, ValueError):
+                out.write(line)
+                out.flush()
+        self._stream.close()
+
+    def drain(self, timeout: float) -> None:
+        """Wait (bounded) for EOF, after the child exited."""
+        self._thread.join(timeout)
+
+    def tail(self, lines: int) -> str:
+        with self._lock:
+            kept = list(self._tail)[-lines:]
+        return b"".join(kept).decode(errors="replace").rstrip("\n")
+
+
 class Supervisor:
     def __init__(self, binary: str, layout: Layout, env: dict[str, str]) -> None:
         self.binary = binary
         self.layout = layout
         self.env = env
         self.proc: subprocess.Popen | None = None
+        self.stderr: StderrRelay | None = None
         self.master = MasterCLI(str(layout.master_sock))
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="haproxy-spawner")
 
@@ -137,29 +177,26 @@ class Supervisor:
         for sock in (self.layout.master_sock, self.layout.runtime_sock):
             with contextlib.suppress(FileNotFoundError):
                 sock.unlink()
-        log = open(self.layout.data_dir / "haproxy.log", "ab")  # noqa: SIM115
-        try:
-            self.proc = self._spawner.submit(
-                subprocess.Popen,
-                [
-                    self.binary,
-                    "-W",
-                    "-S",
-                    f"{self.layout.master_sock},mode,600",
-                    "-f",
-                    str(self.layout.agent_cfg),
-                    "-f",
-                    str(self.layout.root_cfg),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                env=self.env,
-                cwd=str(self.layout.data_dir),
-                preexec_fn=_pdeathsig,
-            ).result()
-        finally:
-            log.close()
+        self.proc = self._spawner.submit(
+            subprocess.Popen,
+            [
+                self.binary,
+                "-W",
+                "-S",
+                f"{self.layout.master_sock},mode,600",
+                "-f",
+                str(self.layout.agent_cfg),
+                "-f",
+                str(self.layout.root_cfg),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=None,  # inherited: the container's stdout, the pod log
+            stderr=subprocess.PIPE,
+            env=self.env,
+            cwd=str(self.layout.data_dir),
+            preexec_fn=_pdeathsig,
+        ).result()
+        self.stderr = StderrRelay(self.proc.stderr)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -174,11 +211,12 @@ class Supervisor:
         raise RuntimeError(f"haproxy did not start within {timeout}s: {self.log_tail()}")
 
     def log_tail(self, lines: int = 20) -> str:
-        try:
-            text = (self.layout.data_dir / "haproxy.log").read_text(errors="replace")
-        except OSError:
+        """The last lines haproxy wrote to stderr (its startup alerts)."""
+        if self.stderr is None:
             return ""
-        return "\n".join(text.splitlines()[-lines:])
+        # A failed start's last words may still be in the pipe when poll() sees the exit.
+        self.stderr.drain(0.5)
+        return self.stderr.tail(lines)
 
     def exit_code(self) -> int | None:
         return None if self.proc is None else self.proc.poll()

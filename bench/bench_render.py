@@ -110,7 +110,9 @@ def _render_metric(n: int, annotated: bool, runs: int) -> dict[str, Any]:
         "metric": f"render_{n}_ingresses" + ("_half_annotated" if annotated else ""),
         **stats,
         "cpu_median_ms": summarize(cpu)["median_ms"],
+        "cpu_p95_ms": summarize(cpu)["p95_ms"],
         "loadavg_1m_before": round(load_before, 2),
+        "loadavg_1m_after": round(os.getloadavg()[0], 2),
         "servers": sum(len(s) for s in out.plan["backends"].values()),
         "config_bytes": len(out.config),
     }
@@ -120,6 +122,9 @@ def _render_metric(n: int, annotated: bool, runs: int) -> dict[str, Any]:
     if n == 800:
         entry["target"] = f"median <= {TARGET_800_MS:g} ms"
         entry["meets_target"] = stats["median_ms"] <= TARGET_800_MS
+        # On a shared machine wall time is mostly waiting for a core: the CPU median says
+        # whether the render itself fits the target.
+        entry["cpu_meets_target"] = entry["cpu_median_ms"] <= TARGET_800_MS
     else:
         entry["target"] = "reported (target is set for 800)"
         entry["meets_target"] = True

@@ -10,7 +10,7 @@ once per term.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from contract import PodAction
 
@@ -60,6 +60,18 @@ RENDER_WARNINGS_TOTAL = Counter(
     "haptic_render_warnings_reported",
     "Render warnings newly reported (an object skipped or degraded), by reason.",
     ["reason"],
+)
+
+# The template gate (controller/templategate.py).
+TEMPLATE_REFUSED = Gauge(
+    "haptic_template_validation_refused",
+    "1 while the newest HAProxyTemplateConfig is refused because its validationTests fail "
+    "(renders use the last accepted template).",
+)
+TEMPLATE_VALIDATION_RUNS = Counter(
+    "haptic_template_validation_runs_total",
+    "Runs of a changed template config's validationTests, by result.",
+    ["result"],
 )
 
 

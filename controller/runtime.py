@@ -30,9 +30,11 @@ from controller.hub.hub import build_hub
 from controller.ingressstatus import IngressStatusWriter, fleet_addresses
 from controller.leader import LeaderPipeline, LeaderSettings, PlanMemory
 from controller.render.warnings import render_warning_reporter, template_status_writer
-from controller.rendergate import RenderGate
+from controller.rendergate import RenderGate, check_output
 from controller.retained.checkpoint import API_VERSION, TemplateRef
 from controller.statusapplier import StatusApplier, cache_lookup
+from controller.templategate import HEALTH_COMPONENT as TEMPLATE_GATE
+from controller.templategate import TemplateGate, template_reporter, validation_runner
 from controller.watch.replica import ReplicaWatch
 from controller.worker import LeaderComponents, ReplicaComponents, ReplicaRuntime
 
@@ -117,6 +119,11 @@ class ControllerReplica:
         # spec.httpResources, fetched only while this replica leads (issue 18).
         self.http_store = HTTPStore(self._template, self._template_secret, health=self.watch.health)
         self.gate = RenderGate(binary=env.haproxy_bin() or None, on_verdict=self._gate_verdict)
+        # A changed template config renders only once its validationTests pass (issue 18).
+        self.template_gate = TemplateGate(
+            validation_runner(self._haproxy_check, http=lambda: self.http_store.render_view())
+        )
+        self.watch.health.register_probe(TEMPLATE_GATE, self.template_gate.refusal)
         self.plans = PlanMemory()
         self.pool = AgentPool(port=self._agent_port(), token=self._agent_token)
         self.deployer = Deployer(self.pool)
@@ -176,9 +183,23 @@ class ControllerReplica:
         return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
 
     def _render_kwargs(self) -> dict[str, Any]:
-        """RenderInput keyword arguments: the watched objects and the HTTP store's bodies."""
+        """RenderInput keyword arguments: the watched objects, the HTTP store's bodies and
+        the accepted template config (the newest whose validation tests passed)."""
         kwargs = self.watch.caches.snapshot().render_kwargs()
-        return {**kwargs, "http_resources": self.http_store.render_view()}
+        template = self.template_gate.select(kwargs["template_config"]) or {}
+        return {
+            **kwargs,
+            "template_config": template,
+            "http_resources": self.http_store.render_view(),
+        }
+
+    def _haproxy_check(self, output: Any) -> tuple[bool, str]:
+        """`haproxy -c` of a validation test's render (its haproxyValid assertion)."""
+        verdict = check_output(output, binary=env.haproxy_bin() or None)
+        return verdict.accepted, verdict.output
+
+    def _template_conditions(self) -> list[dict[str, Any]]:
+        return list(((self._template() or {}).get("status") or {}).get("conditions") or [])
 
     def _gate_verdict(self, output: Any, verdict: Any) -> None:
         """The render gate judged a render: its pending HTTP bodies become accepted, or are
@@ -271,6 +292,7 @@ class ControllerReplica:
                 ),
             ),
         )
+        self._report_template_verdicts(term, ref, events)
         # A new leader fetches every HTTP resource before its first render.
         self.http_store.begin_term(pipeline.request_render, events.record, term.is_valid)
         with self._lock:
@@ -284,6 +306,19 @@ class ControllerReplica:
                 lambda _pods: pipeline.pods_changed(),
             )
 
+    def _report_template_verdicts(self, term: Term, ref: TemplateRef, events: Any) -> None:
+        """This term reports the template gate's verdicts (Event, status condition)."""
+        self.template_gate.attach(
+            template_reporter(
+                self.api_client,
+                ref.namespace,
+                ref.name,
+                events.record,
+                lambda: check_term(self.api_client, term.token),
+                self._template_conditions,
+            )
+        )
+
     def drain_term(self) -> None:
         """Graceful stop while the term still renews: drain, bounded to 15 s."""
         with self._lock:
@@ -294,6 +329,7 @@ class ControllerReplica:
     def stop_term(self, term: Term) -> None:
         self.watch.detach_leader()
         self.http_store.end_term()
+        self.template_gate.attach(None)
         with self._lock:
             pipeline, self.pipeline = self.pipeline, None
         if pipeline is not None:

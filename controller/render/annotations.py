@@ -1,10 +1,16 @@
-"""`haproxy.org/*` annotations -> route and backend policies (pure).
+"""`haproxy.org/*` (and `haproxy-ingress.github.io/*`) annotations -> route and backend
+policies (pure).
 
 Ingress annotations shape its routes (redirects, rewrites, headers, access control, auth,
 CORS, rate limits, HSTS); annotations on a Service shape the backend of that Service
 (balance, health checks, persistence, server TLS, timeouts), and the same backend keys on an
 Ingress apply to the backends of its routes unless the Service sets them: Service beats
 Ingress beats the template config's default (docs/annotations.md).
+
+The `haproxy-ingress.github.io/*` names haptic supports are translated to their
+`haproxy.org/*` equivalents first (`HAPROXY_INGRESS`); when both name one setting, the
+`haproxy.org/*` one wins. A `haproxy-ingress.github.io/*` name haptic does not support is an
+invalid annotation like an unknown `haproxy.org/*` one: never ignored silently.
 
 Every value is validated here, because it becomes HAProxy configuration text: an invalid
 value raises InvalidAnnotation and the render skips that Ingress (or the routes to that
@@ -21,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 PREFIX = "haproxy.org/"
+HI_PREFIX = "haproxy-ingress.github.io/"
 # Timeouts and periods as HAProxy reads them: a number and an optional unit.
 _DURATION_RE = re.compile(r"^[0-9]{1,9}(us|ms|s|m|h|d)?$")
 _HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$")
@@ -38,6 +45,8 @@ _HEADERS_LIST_RE = re.compile(r"^(\*|[A-Za-z0-9-]+(\s*,\s*[A-Za-z0-9-]+)*)$")
 BALANCE = ("roundrobin", "static-rr", "leastconn", "first", "source", "random")
 BALANCE_ARG = ("uri", "url_param", "hdr", "random")
 REDIRECT_CODES = (301, 302, 303, 307, 308)
+# How an ImplementationSpecific path matches (haproxy.org/path-type); prefix by default.
+PATH_MATCHES = ("prefix", "exact", "begin", "regex")
 # timeout-<name> on a backend; client and http-keep-alive belong to the frontend.
 BACKEND_TIMEOUTS = ("server", "connect", "queue", "tunnel", "http-request", "check")
 GLOBAL_ONLY = {
@@ -84,6 +93,7 @@ class RoutePolicy:
     auth_realm: str = "Protected"
     cors: Cors | None = None
     hsts: str | None = None  # the Strict-Transport-Security value
+    path_type: str | None = None  # one of PATH_MATCHES, for ImplementationSpecific paths
 
 
 @dataclass(frozen=True)
@@ -188,16 +198,32 @@ def _networks(key: str, value: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+# Escapes Python's re accepts and HAProxy's PCRE refuses: a regex haproxy cannot compile
+# would fail the whole render at the gate, not just its Ingress.
+_NOT_PCRE_RE = re.compile(r"\\[NuU]")
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why HAProxy would refuse a regex (checked with Python's re, which is close to PCRE
+    but accepts a few escapes PCRE does not), or None."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"invalid regex ({exc})"
+    if _NOT_PCRE_RE.search(pattern):
+        return "the escapes \\N, \\u and \\U are not in PCRE"
+    return None
+
+
 def _path_rewrite(key: str, value: str) -> tuple[str, str]:
     parts = value.split()
     if len(parts) == 1:
         parts = ["(.*)", parts[0]]  # one value: every path becomes that path
     if len(parts) != 2 or not all(_REGEX_ARG_RE.fullmatch(p) for p in parts):
         raise InvalidAnnotation(key, value, "expected 'REGEX REPLACEMENT' or one path")
-    try:
-        re.compile(parts[0])
-    except re.error as exc:
-        raise InvalidAnnotation(key, value, f"invalid regex ({exc})") from None
+    problem = regex_problem(parts[0])
+    if problem:
+        raise InvalidAnnotation(key, value, problem)
     return parts[0], parts[1]
 
 
@@ -291,6 +317,13 @@ def _listed(pattern: re.Pattern[str]) -> Callable[[str, str], str]:
     return parse
 
 
+def _path_type(key: str, value: str) -> str:
+    value = value.strip().lower()
+    if value not in PATH_MATCHES:
+        raise InvalidAnnotation(key, value, f"expected one of {', '.join(PATH_MATCHES)}")
+    return value
+
+
 def _seconds(key: str, value: str) -> int:
     value = value.strip()
     m = re.fullmatch(r"([0-9]{1,9})(s|m|h)?", value)
@@ -319,6 +352,7 @@ _ROUTE_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "auth-secret": ("auth_secret", _secret_name),
     "auth-realm": ("auth_realm", _realm),
     "hsts-max-age": ("hsts", lambda k, v: str(_seconds(k, v))),
+    "path-type": ("path_type", _path_type),
 }
 _CORS_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "cors-allow-origin": ("origins", _origins),
@@ -347,20 +381,135 @@ KNOWN = frozenset(
 )
 
 
+# haproxy-ingress.github.io/<name> -> the haproxy.org/<name> it means, value unchanged.
+_HI_SAME = (
+    "ssl-redirect", "ssl-redirect-code", "ssl-passthrough", "path-type", "auth-secret",
+    "auth-realm", "cors-enable", "cors-allow-origin", "cors-allow-methods", "cors-allow-headers",
+    "cors-allow-credentials", "cors-max-age", "hsts-max-age", "hsts-include-subdomains",
+    "hsts-preload", "timeout-connect", "timeout-server", "timeout-queue", "timeout-tunnel",
+    "timeout-http-request",
+)  # fmt: skip
+HI_RENAMES = {
+    **{name: name for name in _HI_SAME},
+    "allowlist-source-range": "allow-list",
+    "whitelist-source-range": "allow-list",
+    "denylist-source-range": "deny-list",
+    "balance-algorithm": "load-balance",
+    "maxconn-server": "maxconn",
+    "health-check-interval": "check-interval",
+    "health-check-uri": "check-http",
+    "secure-backends": "server-ssl",
+    "secure-verify-ca-secret": "server-ca",
+    "config-backend": "backend-config-snippet",
+}
+# backend-protocol -> haproxy.org settings.
+_HI_PROTOCOLS = {
+    "h1": (("server-proto", "h1"),),
+    "h2": (("server-proto", "h2"),),
+    "h1-ssl": (("server-ssl", "true"),),
+    "h2-ssl": (("server-ssl", "true"), ("server-proto", "h2")),
+}
+HI_DEFAULT_COOKIE = "INGRESSCOOKIE"
+HI_HSTS_MAX_AGE = "15768000"
+# Names translated by _haproxy_ingress beyond the renames; every other name is refused.
+HI_SPECIAL = (
+    "backend-protocol",
+    "affinity",
+    "session-cookie-name",
+    "limit-rps",
+    "hsts",
+    "auth-type",
+)
+HAPROXY_INGRESS = frozenset([*HI_RENAMES, *HI_SPECIAL])
+# Why _check_value refuses a haproxy-ingress.github.io/* name left untranslated.
+_HI_WHY = {
+    "backend-protocol": f"expected one of {', '.join(_HI_PROTOCOLS)}",
+    "affinity": "only cookie is supported",
+    "session-cookie-name": "needs affinity: cookie",
+    "hsts": "expected true or false",
+    "auth-type": "only basic is supported",
+}
+
+
+def _refuse(name: str, value: str) -> tuple[str, str]:
+    """A pair that _check_value refuses, under the annotation's own name."""
+    return HI_PREFIX + name, value
+
+
+def _haproxy_ingress(given: dict[str, str]) -> list[tuple[str, str]]:
+    """haproxy.org/* pairs for an object's haproxy-ingress.github.io/* annotations."""
+    out: list[tuple[str, str]] = []
+    for name, value in given.items():
+        if name in HI_RENAMES:
+            out.append((HI_RENAMES[name], value))
+        elif name == "backend-protocol":
+            pairs = _HI_PROTOCOLS.get(value.strip().lower() if isinstance(value, str) else "")
+            out.extend(pairs or [_refuse(name, value)])
+        elif name == "affinity":
+            if value != "cookie":
+                out.append(_refuse(name, value))
+            else:
+                out.append(
+                    ("cookie-persistence", given.get("session-cookie-name", HI_DEFAULT_COOKIE))
+                )
+        elif name == "session-cookie-name":
+            if "affinity" not in given:
+                out.append(_refuse(name, value))
+        elif name == "limit-rps":
+            out += [("rate-limit-requests", value), ("rate-limit-period", "1s")]
+        elif name == "hsts":
+            if value not in ("true", "false"):
+                out.append(_refuse(name, value))
+            elif value == "true" and "hsts-max-age" not in given:
+                out.append(("hsts-max-age", HI_HSTS_MAX_AGE))
+        elif name == "auth-type":
+            if value != "basic":
+                out.append(_refuse(name, value))
+        else:
+            out.append(_refuse(name, value))
+    if "auth-secret" in given:
+        out.append(("auth-type", "basic-auth"))  # haproxy-ingress: the Secret enables it
+    if given.get("hsts") == "false":
+        out = [(k, v) for k, v in out if not k.startswith("hsts-")]
+    return out
+
+
 def ours(annotations: Any) -> tuple[tuple[str, str], ...]:
-    """The `haproxy.org/*` annotations of an object, sorted: the cache key of the parsers."""
+    """The `haproxy.org/*` annotations of an object (with its `haproxy-ingress.github.io/*`
+    ones translated), sorted: the cache key of the parsers."""
     if not annotations or not isinstance(annotations, Mapping):
         return ()
-    return tuple(
-        sorted(
-            (k[len(PREFIX) :], v)
-            for k, v in annotations.items()
-            if isinstance(k, str) and k.startswith(PREFIX)
-        )
-    )
+    items = tuple(annotations.items())
+    try:
+        return _ours(items)
+    except TypeError:  # an unhashable value (not a string): validation refuses it later
+        return _ours.__wrapped__(items)
+
+
+# Cached per annotation set: the same annotations come back render after render.
+@functools.lru_cache(maxsize=1 << 13)
+def _ours(items: tuple[tuple[Any, Any], ...]) -> tuple[tuple[str, str], ...]:
+    found: dict[str, str] = {}
+    theirs: dict[str, str] = {}
+    for k, v in items:
+        if not isinstance(k, str):
+            continue
+        if k.startswith(PREFIX):
+            found[k[len(PREFIX) :]] = v
+        elif k.startswith(HI_PREFIX):
+            theirs[k[len(HI_PREFIX) :]] = v
+    if theirs:
+        for k, v in _haproxy_ingress(theirs):
+            found.setdefault(k, v)  # haproxy.org/* wins
+    return tuple(sorted(found.items()))
 
 
 def _check_value(key: str, value: Any) -> str:
+    if key.startswith(HI_PREFIX):
+        name = key[len(HI_PREFIX) :]
+        raise InvalidAnnotation(
+            key, value, _HI_WHY.get(name, "not supported by haptic (docs/annotations.md)")
+        )
     if not isinstance(value, str):
         raise InvalidAnnotation(PREFIX + key, value, "not a string")
     if key not in KNOWN:
@@ -424,6 +573,8 @@ def backend_values(
             values[name] = parse(PREFIX + key, value)
         elif key.startswith("timeout-") and key[8:] in BACKEND_TIMEOUTS:
             timeouts[key[8:]] = parse_duration(PREFIX + key, _check_value(key, raw))
+        elif key.startswith(HI_PREFIX):
+            _check_value(key, raw)  # a haproxy-ingress.github.io/* name haptic refuses
     if timeouts:
         values["timeouts"] = tuple(sorted(timeouts.items()))
     return tuple(sorted(values.items()))

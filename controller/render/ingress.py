@@ -35,6 +35,8 @@ from controller.render.libraries import (
     obj_key,
     parse_ingress,
     tls_certificate,
+    valid_path,
+    valid_regex_path,
     warn,
 )
 from controller.render.model import RenderWarning
@@ -132,6 +134,30 @@ def _wildcard_regex(host: str) -> str:
     return "^[^.]+" + re.escape(host[1:]) + "$"
 
 
+def path_match(path_type: str, annotated: str | None, path: str) -> str:
+    """How one path matches (one of ann.PATH_MATCHES): Exact and Prefix as the Ingress API
+    says; ImplementationSpecific as haproxy.org/path-type says, prefix without it."""
+    if path_type == "Exact":
+        return "exact"
+    if path_type == "Prefix":
+        return "prefix"
+    match = annotated or "prefix"
+    if match == "regex":
+        problem = None if valid_regex_path(path) else "characters a regex path may not hold"
+        problem = problem or ann.regex_problem(path)
+        if problem:
+            raise InvalidObject(f"invalid regex path {path!r}: {problem}")
+    elif not valid_path(path):
+        raise InvalidObject(f"invalid path {path!r} (a regex needs haproxy.org/path-type: regex)")
+    return match
+
+
+def regex_key(host_key: str, path: str) -> str:
+    """The pattern a regex route matches against host key + path: the path regex anchored
+    right after the host key (a leading '^' in the path is that anchor)."""
+    return "^" + re.escape(host_key) + (path[1:] if path.startswith("^") else path)
+
+
 class _Builder:
     """Accumulates one render's routes; a class only to share the tables between steps."""
 
@@ -150,6 +176,8 @@ class _Builder:
             "exact": {},
             "prefix_exact": {},
             "prefix": {},
+            "regex": {},  # insertion order is match order
+            "regex_any": {},
             "sni": {},
         }
         self.hosts: set[str] = set()
@@ -279,21 +307,11 @@ class _Builder:
         if route.ssl_passthrough:
             self._add_passthrough(parsed, ingress_values)
             return
-        for host, path, ptype, ref in parsed.routes:
+        # Every path's match first: an invalid one skips the whole Ingress, before any claim.
+        matches = [path_match(pt, route.path_type, p) for _h, p, pt, _r in parsed.routes]
+        for (host, path, ptype, ref), match in zip(parsed.routes, matches, strict=True):
             backend = self.route_backend(ref, source, route, ingress_values, userlist)
-            if backend is None:
-                continue
-            used = False
-            if ptype == "Exact":
-                used = self.claim("exact", host + path, backend, source)
-            else:
-                # Prefix (and ImplementationSpecific, documented as Prefix): element-wise, so
-                # "/foo" and "/foo/" both match "/foo" and "/foo/bar" but not "/foobar".
-                trimmed = path.rstrip("/")
-                if trimmed:
-                    used = self.claim("prefix_exact", host + trimmed, backend, source) or used
-                used = self.claim("prefix", host + trimmed + "/", backend, source) or used
-            if used:
+            if backend is not None and self._claim_path(host, path, match, backend, source):
                 self.hosts.add(host)
                 self.routes.append(Route(host, path, ptype, backend, source))
         if parsed.default is not None:
@@ -305,6 +323,22 @@ class _Builder:
                 self.certs[cert_key][1].update(tls_hosts)
             else:
                 self.certs[cert_key] = (pem, set(tls_hosts))
+
+    def _claim_path(self, host: str, path: str, match: str, backend: str, source: str) -> bool:
+        if match == "exact":
+            return self.claim("exact", host + path, backend, source)
+        if match == "begin":  # a plain string prefix: "/foo" matches "/foobar"
+            return self.claim("prefix", host + path, backend, source)
+        if match == "regex":
+            table = "regex_any" if host == HOST_ANY else "regex"
+            return self.claim(table, regex_key(host, path), backend, source)
+        # Prefix: element-wise, so "/foo" and "/foo/" both match "/foo" and "/foo/bar" but
+        # not "/foobar".
+        trimmed = path.rstrip("/")
+        used = False
+        if trimmed:
+            used = self.claim("prefix_exact", host + trimmed, backend, source)
+        return self.claim("prefix", host + trimmed + "/", backend, source) or used
 
     def _add_passthrough(
         self, parsed: Any, ingress_values: tuple[tuple[str, Any], ...] | None
@@ -411,6 +445,8 @@ def build_ingress_model(
         path_exact=tuple((k, v[0]) for k, v in sorted(tables["exact"].items())),
         path_prefix_exact=tuple((k, v[0]) for k, v in sorted(tables["prefix_exact"].items())),
         path_prefix=tuple((k, v[0]) for k, v in sorted(tables["prefix"].items())),
+        path_regex=tuple((k, v[0]) for k, v in tables["regex"].items()),
+        path_regex_any=tuple((k, v[0]) for k, v in tables["regex_any"].items()),
         sni_passthrough=tuple((k, v[0]) for k, v in sorted(tables["sni"].items())),
         default_backend=default,
         certificates=tuple(

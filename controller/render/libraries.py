@@ -40,6 +40,9 @@ _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 # break a map file line or the config, so such an Ingress is refused rather than rendered.
 # Every pattern here is used with fullmatch: "$" alone would accept a trailing newline.
 _PATH_RE = re.compile(r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$")
+# An ImplementationSpecific path may be a regex (haproxy.org/path-type: regex); it becomes a
+# single-quoted HAProxy word, so no quotes, whitespace, '#' or control characters.
+_REGEX_PATH_RE = re.compile(r"^\^?/[^\s\"'#\x00-\x1f\x7f]*$")
 
 
 def is_map(value: Any) -> bool:
@@ -214,6 +217,9 @@ class IngressModel:
     path_exact: tuple[tuple[str, str], ...] = ()
     path_prefix_exact: tuple[tuple[str, str], ...] = ()
     path_prefix: tuple[tuple[str, str], ...] = ()
+    # Regex routes (pattern over host key + path, backend), in order: first match wins.
+    path_regex: tuple[tuple[str, str], ...] = ()
+    path_regex_any: tuple[tuple[str, str], ...] = ()  # the same for rules without a host
     sni_passthrough: tuple[tuple[str, str], ...] = ()  # SNI host -> TCP backend
     default_backend: str | None = None
     certificates: tuple[Certificate, ...] = ()
@@ -347,8 +353,13 @@ def _valid_host(raw: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=1 << 14)
-def _valid_path(path: str) -> bool:
+def valid_path(path: str) -> bool:
     return len(path) <= 1024 and _PATH_RE.fullmatch(path) is not None
+
+
+def valid_regex_path(path: str) -> bool:
+    """Whether an ImplementationSpecific path can be rendered as a regex route."""
+    return len(path) <= 1024 and _REGEX_PATH_RE.fullmatch(path) is not None
 
 
 # Cached per string (the same names come back render after render). One function per
@@ -424,7 +435,11 @@ def parse_ingress(obj: Mapping[str, Any]) -> _ParsedIngress:
             path = p.get("path")
             if path is None and ptype == "ImplementationSpecific":
                 path = "/"
-            if not isinstance(path, str) or not _valid_path(path):
+            # ImplementationSpecific paths that are not plain paths are checked against
+            # the Ingress's haproxy.org/path-type once its annotations are read.
+            plain = isinstance(path, str) and valid_path(path)
+            lax = ptype == "ImplementationSpecific" and isinstance(path, str)
+            if not plain and not (lax and valid_regex_path(path)):
                 raise InvalidObject(f"{pwhere}: invalid path {path!r}")
             routes.append((host, path, ptype, _service_ref(namespace, p.get("backend"), pwhere)))
     default = None

@@ -45,8 +45,13 @@ class TestResult:
         return {"name": self.name, "passed": self.passed, "failures": list(self.failures)}
 
 
-def render_input(template_config: Mapping[str, Any], objects: Iterable[Any]) -> RenderInput:
-    """A RenderInput of fixture objects, by kind; unknown kinds are refused."""
+def render_input(
+    template_config: Mapping[str, Any],
+    objects: Iterable[Any],
+    http_resources: Mapping[str, str] | None = None,
+) -> RenderInput:
+    """A RenderInput of fixture objects, by kind; unknown kinds are refused. `http_resources`:
+    the bodies templates read as `http.<name>` (the controller passes its HTTP store's)."""
     fields: dict[str, list[Any]] = {}
     for obj in objects:
         kind = obj.get("kind") if isinstance(obj, Mapping) else None
@@ -54,7 +59,9 @@ def render_input(template_config: Mapping[str, Any], objects: Iterable[Any]) -> 
             raise ValueError(f"fixture of kind {kind!r}: expected one of {sorted(FIXTURE_FIELDS)}")
         fields.setdefault(FIXTURE_FIELDS[kind], []).append(obj)
     classes = fields.pop("ingressclasses", None)
-    return RenderInput(template_config, ingressclasses=classes, **fields)
+    return RenderInput(
+        template_config, ingressclasses=classes, http_resources=http_resources or {}, **fields
+    )
 
 
 def _assertion(out: RenderOutput, spec: Mapping[str, Any], check: Check) -> str | None:
@@ -84,10 +91,14 @@ def _assertion(out: RenderOutput, spec: Mapping[str, Any], check: Check) -> str 
 
 
 def run_test(
-    name: str, template_config: Mapping[str, Any], test: Mapping[str, Any], check: Check
+    name: str,
+    template_config: Mapping[str, Any],
+    test: Mapping[str, Any],
+    check: Check,
+    http_resources: Mapping[str, str] | None = None,
 ) -> TestResult:
     try:
-        out = render(render_input(template_config, test.get("fixtures") or []))
+        out = render(render_input(template_config, test.get("fixtures") or [], http_resources))
     except (RenderError, ValueError) as exc:
         return TestResult(name, False, (f"render failed: {exc}",))
     failures = []
@@ -98,7 +109,14 @@ def run_test(
     return TestResult(name, not failures, tuple(failures), out)
 
 
-def run_tests(template_config: Mapping[str, Any], check: Check) -> list[TestResult]:
+def run_tests(
+    template_config: Mapping[str, Any],
+    check: Check,
+    http_resources: Mapping[str, str] | None = None,
+) -> list[TestResult]:
     """Every entry of spec.validationTests, by name."""
     tests = (template_config.get("spec") or {}).get("validationTests") or {}
-    return [run_test(name, template_config, tests[name], check) for name in sorted(tests)]
+    return [
+        run_test(name, template_config, tests[name], check, http_resources)
+        for name in sorted(tests)
+    ]

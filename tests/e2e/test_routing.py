@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import time
+import uuid
 from collections.abc import Iterator
 
 import kubernetes
@@ -60,6 +62,27 @@ def test_a_served_ingress_shows_the_haproxy_pod_addresses_in_its_status(system: 
 
     pod_ips = {p.status.pod_ip for p in system.haproxy_pods(ready_only=False)}
     wait_for(lambda: addresses() == pod_ips, 60, what="ingress status addresses")
+
+
+def test_an_http_request_through_a_haproxy_pod_appears_in_the_pod_log(system: System) -> None:
+    # Issue 18: HAProxy's access log (httplog) is the pod's log, read through the API as
+    # `kubectl logs <pod> -c haproxy` reads it, not a file inside the pod.
+    wait_for(lambda: system.serves("x.example", "echo-"), 90, what="x.example served")
+    pod = system.haproxy_pods(ready_only=False)[0]
+    probe = f"/access-log-probe-{uuid.uuid4().hex}"
+    assert system.get(pod, "x.example", probe).status_code == 200
+
+    def logged() -> list[str]:
+        text = system.core().read_namespaced_pod_log(
+            pod.metadata.name, stack.NAMESPACE, container="haproxy"
+        )
+        return [line for line in text.splitlines() if probe in line]
+
+    lines = wait_for(logged, 15, what="the request's access log line in the pod log")
+    assert len(lines) == 1
+    # httplog: frontend, backend/server, status and the request line.
+    assert f'"GET {probe} HTTP/1.1"' in lines[0]
+    assert " http " in f" {lines[0]} " and " 200 " in lines[0]
 
 
 def _workers(system: System) -> dict[str, tuple]:
@@ -157,3 +180,76 @@ def test_an_apply_from_an_old_term_is_refused_and_changes_nothing(system: System
     after = system.agent_state(pod)
     assert after.applied_plan_id == state.applied_plan_id
     assert after.worker == state.worker
+
+
+def _patch_template(system: System, spec: dict) -> None:
+    system.custom().patch_namespaced_custom_object(
+        "haproxy-haptic.org",
+        "v1alpha1",
+        stack.NAMESPACE,
+        "haproxytemplateconfigs",
+        "haptic",
+        {"spec": spec},
+    )
+
+
+def _template_condition(system: System) -> dict:
+    obj = system.custom().get_namespaced_custom_object(
+        "haproxy-haptic.org", "v1alpha1", stack.NAMESPACE, "haproxytemplateconfigs", "haptic"
+    )
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == "TemplateValidated"), {})
+
+
+def _debug_header(system: System) -> set:
+    return {
+        system.get(p, "x.example").headers.get("X-Haptic-Backend")
+        for p in system.haproxy_pods(ready_only=False)
+    }
+
+
+def test_a_template_change_whose_validation_tests_fail_is_not_used(system: System) -> None:
+    # Issue 18: the leader runs spec.validationTests (haproxy -c included) before it renders
+    # with a changed template; a refused change leaves the last good template in use and is
+    # reported (Event, status condition, metric).
+    wait_for(lambda: system.serves("x.example", "echo-"), 90, what="x.example served")
+    wait_for(lambda: system.leader() in system.controllers, 30, what="a leader")
+    assert _debug_header(system) == {None}
+    plans = {system.agent_state(p).applied_plan_id for p in system.haproxy_pods()}
+    failing = {"fixtures": [], "assertions": [{"type": "contains", "value": "no such line"}]}
+    passing = {
+        "fixtures": [],
+        "assertions": [{"type": "haproxyValid"}, {"type": "contains", "value": "X-Haptic-Backend"}],
+    }
+    debug = {"ingress": {"enabled": True, "debugHeaders": True}}
+    _patch_template(system, {"templateLibraries": debug, "validationTests": {"must-fail": failing}})
+    try:
+        refused = wait_for(
+            lambda: _template_condition(system).get("status") == "False", 60, what="refused"
+        )
+        assert refused
+        condition = _template_condition(system)
+        assert condition["reason"] == "TemplateValidationFailed"
+        assert "must-fail: assertions[0]" in condition["message"]
+        events = system.core().list_namespaced_event(stack.NAMESPACE).items
+        assert any(
+            e.reason == "TemplateValidationFailed"
+            and e.involved_object.kind == "HAProxyTemplateConfig"
+            for e in events
+        )
+        metrics = system.health(system.leader(), "/metrics").text
+        assert "haptic_template_validation_refused 1.0" in metrics
+        time.sleep(3)  # what a render with the refused template would have deployed by now
+        assert {system.agent_state(p).applied_plan_id for p in system.haproxy_pods()} == plans
+        assert _debug_header(system) == {None}
+
+        # Tests that pass: the change is used.
+        _patch_template(system, {"validationTests": {"must-fail": None, "valid": passing}})
+        wait_for(lambda: None not in _debug_header(system), 60, what="debug headers")
+        assert _template_condition(system)["status"] == "True"
+    finally:
+        _patch_template(
+            system,
+            {"templateLibraries": {"ingress": {"debugHeaders": None}}, "validationTests": None},
+        )
+        wait_for(lambda: _debug_header(system) == {None}, 60, what="debug headers gone")

@@ -6,9 +6,10 @@ from __future__ import annotations
 import base64
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.render import RenderInput, render
-from controller.render.annotations import KNOWN
 from controller.rendergate import check_output
 from tests.render import builders as b
 
@@ -202,6 +203,12 @@ def test_an_invalid_annotation_skips_that_ingress_only(key: str, value: str) -> 
     assert check_output(out).accepted
 
 
+def test_a_path_rewrite_regex_haproxy_cannot_compile_skips_the_ingress() -> None:
+    out = _render({"path-rewrite": "/caf\\u00e9(.*) /cafe\\1"})
+    assert [(w.name, w.reason) for w in out.warnings] == [("app", "InvalidAnnotation")]
+    assert "not in PCRE" in out.warnings[0].message
+
+
 def test_an_invalid_service_annotation_skips_the_routes_to_it() -> None:
     out = _render({}, {"server-ca": "missing-secret"})
     reasons = {(w.kind, w.name, w.reason) for w in out.warnings}
@@ -226,12 +233,35 @@ def test_snippets_render_only_when_the_template_config_allows_them() -> None:
     assert check_output(out).accepted
 
 
-def test_the_documentation_lists_every_annotation() -> None:
+def _annotations_read() -> set[str]:
+    """Every annotation name the render code reads, from its own tables."""
+    from controller.render import annotations as ann
+    from controller.render.ingress import DEFAULT_CLASS_ANNOTATION
+    from controller.render.libraries import INGRESS_CLASS_ANNOTATION
+
+    return (
+        {ann.PREFIX + key for key in ann.KNOWN}
+        | {ann.HI_PREFIX + key for key in ann.HAPROXY_INGRESS}
+        | {INGRESS_CLASS_ANNOTATION, DEFAULT_CLASS_ANNOTATION}
+    )
+
+
+def test_the_documentation_has_a_row_for_exactly_the_annotations_the_code_reads() -> None:
+    import re
     from pathlib import Path
 
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "annotations.md").read_text()
-    for key in sorted(KNOWN):
-        assert f"`haproxy.org/{key}`" in doc, key
+    repo = Path(__file__).resolve().parents[2]
+    doc = (repo / "docs" / "annotations.md").read_text()
+    rows = set(re.findall(r"^\| `([a-z0-9.-]+\.[a-z]+/[a-z0-9.-]+)` \|", doc, re.M))
+    read = _annotations_read()
+    assert read - rows == set(), "read by the code, no row in docs/annotations.md"
+    assert rows - read == set(), "a row in docs/annotations.md, not read by the code"
+    # No name read outside those tables: every such literal in the render code and the
+    # bundled templates is one of them.
+    pattern = re.compile(r"\b(?:haproxy\.org|haproxy-ingress\.github\.io)/[a-z0-9][a-z0-9-]*")
+    sources = [*(repo / "controller" / "render").glob("*.py"), *(repo / "templates").rglob("*.j2")]
+    literals = {name for f in sources for name in pattern.findall(f.read_text())}
+    assert literals - read == set()
 
 
 def test_ssl_passthrough_renders_a_tcp_frontend_haproxy_accepts_without_warnings() -> None:
@@ -261,3 +291,210 @@ def test_ssl_passthrough_renders_a_tcp_frontend_haproxy_accepts_without_warnings
     assert "    mode tcp\n" in _backend(out, "default_web_80.app.passthrough")
     verdict = check_output(out)
     assert verdict.accepted and "[WARNING]" not in verdict.output, verdict.output
+
+
+def _routes(paths: list[dict], annotations: dict[str, str], host: str | None = "app.test"):
+    ing = b.ingress(NS, "app", [(host, paths)])
+    ing["metadata"]["annotations"] = annotations
+    inp = RenderInput(
+        b.template_config(),
+        ingresses=[ing],
+        services=[b.service(NS, "web", [(None, 80, 8080)]), b.service(NS, "api", [(None, 80, 80)])],
+        secrets=[CA, USERS],
+    )
+    return render(inp)
+
+
+def test_regex_paths_render_as_ordered_rules_that_haproxy_accepts() -> None:
+    out = _routes(
+        [
+            b.path("/api/v[0-9]+/", "api", 80, "ImplementationSpecific"),
+            b.path("^/(img|css)/.*\\.(png|css)$", "web", 80, "ImplementationSpecific"),
+            b.path("/exact", "web", 80, "Exact"),
+        ],
+        {"haproxy.org/path-type": "regex"},
+    )
+    assert out.warnings == ()
+    text = out.config.decode()
+    api = text.index("str(default_api_80.app) if !{ var(txn.backend) -m found } "
+                     "{ var(txn.pathkey) -m reg '^app\\.test/api/v[0-9]+/' }")  # fmt: skip
+    web = text.index("{ var(txn.pathkey) -m reg '^app\\.test/(img|css)/.*\\.(png|css)$' }")
+    # In the Ingress's order, after the exact map and before the prefix maps.
+    assert text.index("map_str(maps/path-exact.map) if { var(txn.pathkey)") < api < web
+    assert web < text.index("map_str(maps/path-prefix-exact.map) if { var(txn.pathkey)")
+    # An explicit pathType keeps its Ingress API meaning.
+    assert out.plan["maps"]["maps/path-exact.map"] == {"app.test/exact": "default_web_80.app"}
+    assert out.plan["maps"]["maps/path-prefix.map"] == {}
+    assert check_output(out).accepted
+
+
+def test_rules_without_a_host_get_regex_routes_against_the_any_host_key() -> None:
+    out = _routes([b.path("/v[12]/", "api", 80, "ImplementationSpecific")],
+                  {"haproxy.org/path-type": "regex"}, host=None)  # fmt: skip
+    assert "{ var(txn.anykey) -m reg '^\\*/v[12]/' }" in out.config.decode()
+    assert check_output(out).accepted
+
+
+@pytest.mark.parametrize(
+    ("path_type", "table", "key"),
+    [
+        (None, "maps/path-prefix.map", "app.test/docs/"),  # ImplementationSpecific: as Prefix
+        ("prefix", "maps/path-prefix.map", "app.test/docs/"),
+        ("begin", "maps/path-prefix.map", "app.test/docs"),  # string prefix: /docsearch too
+        ("exact", "maps/path-exact.map", "app.test/docs"),
+    ],
+)
+def test_path_type_decides_how_implementation_specific_paths_match(path_type, table, key):
+    annotations = {"haproxy.org/path-type": path_type} if path_type else {}
+    out = _routes([b.path("/docs", "web", 80, "ImplementationSpecific")], annotations)
+    assert out.warnings == ()
+    assert out.plan["maps"][table] == {key: "default_web_80.app" if path_type else "default_web_80"}
+
+
+@pytest.mark.parametrize(
+    ("path", "annotations", "why"),
+    [
+        ("/api/[0-9", {"haproxy.org/path-type": "regex"}, "invalid regex path"),
+        ("/api/[0-9]+", {}, "a regex needs haproxy.org/path-type: regex"),
+        ("/api/v1", {"haproxy.org/path-type": "glob"}, "haproxy.org/path-type"),
+        # Python's re accepts these, HAProxy's PCRE refuses them (and with them the render).
+        ("/\\N{BULLET}", {"haproxy.org/path-type": "regex"}, "not in PCRE"),
+        ("/caf\\u00e9", {"haproxy.org/path-type": "regex"}, "not in PCRE"),
+    ],
+)
+def test_a_path_that_cannot_match_as_asked_skips_the_ingress(path, annotations, why) -> None:
+    out = _routes([b.path(path, "web", 80, "ImplementationSpecific")], annotations)
+    assert [(w.kind, w.name) for w in out.warnings] == [("Ingress", "app")]
+    assert why in out.warnings[0].message
+    assert out.plan["maps"]["maps/hosts.map"] == {}
+
+
+# haproxy-ingress.github.io/* annotation -> the haproxy.org/* annotations that mean the same.
+HAPROXY_INGRESS = [
+    ({"ssl-redirect": "true", "ssl-redirect-code": "308"},
+     {"ssl-redirect": "true", "ssl-redirect-code": "308"}),
+    ({"allowlist-source-range": "10.0.0.0/8"}, {"allow-list": "10.0.0.0/8"}),
+    ({"whitelist-source-range": "10.0.0.0/8"}, {"allow-list": "10.0.0.0/8"}),
+    ({"denylist-source-range": "192.0.2.0/24"}, {"deny-list": "192.0.2.0/24"}),
+    ({"auth-secret": "users", "auth-realm": "Team"},
+     {"auth-type": "basic-auth", "auth-secret": "users", "auth-realm": "Team"}),
+    ({"auth-type": "basic", "auth-secret": "users"},
+     {"auth-type": "basic-auth", "auth-secret": "users"}),
+    ({"cors-enable": "true", "cors-allow-origin": "https://a.test", "cors-allow-methods": "GET",
+      "cors-allow-headers": "X-A", "cors-allow-credentials": "true", "cors-max-age": "60"},
+     {"cors-enable": "true", "cors-allow-origin": "https://a.test", "cors-allow-methods": "GET",
+      "cors-allow-headers": "X-A", "cors-allow-credentials": "true", "cors-max-age": "60"}),
+    ({"hsts": "true"}, {"hsts-max-age": "15768000"}),
+    ({"hsts": "true", "hsts-max-age": "60", "hsts-include-subdomains": "true",
+      "hsts-preload": "true"},
+     {"hsts-max-age": "60", "hsts-include-subdomains": "true", "hsts-preload": "true"}),
+    ({"hsts": "false", "hsts-max-age": "60"}, {}),
+    ({"balance-algorithm": "leastconn"}, {"load-balance": "leastconn"}),
+    ({"maxconn-server": "20"}, {"maxconn": "20"}),
+    ({"health-check-interval": "5s", "health-check-uri": "/ping"},
+     {"check-interval": "5s", "check-http": "/ping"}),
+    ({"backend-protocol": "h2"}, {"server-proto": "h2"}),
+    ({"backend-protocol": "h1"}, {"server-proto": "h1"}),
+    ({"backend-protocol": "h1-ssl"}, {"server-ssl": "true"}),
+    ({"backend-protocol": "h2-ssl"}, {"server-ssl": "true", "server-proto": "h2"}),
+    ({"secure-backends": "true", "secure-verify-ca-secret": "ca"},
+     {"server-ssl": "true", "server-ca": "ca"}),
+    ({"affinity": "cookie"}, {"cookie-persistence": "INGRESSCOOKIE"}),
+    ({"affinity": "cookie", "session-cookie-name": "S"}, {"cookie-persistence": "S"}),
+    ({"limit-rps": "5"}, {"rate-limit-requests": "5", "rate-limit-period": "1s"}),
+    ({"timeout-connect": "1s", "timeout-server": "2s", "timeout-queue": "3s",
+      "timeout-tunnel": "4s", "timeout-http-request": "5s"},
+     {"timeout-connect": "1s", "timeout-server": "2s", "timeout-queue": "3s",
+      "timeout-tunnel": "4s", "timeout-http-request": "5s"}),
+]  # fmt: skip
+
+
+def _prefixed(prefix: str, annotations: dict[str, str]) -> dict[str, str]:
+    return {prefix + k: v for k, v in annotations.items()}
+
+
+@pytest.mark.parametrize(("theirs", "ours"), HAPROXY_INGRESS)
+def test_haproxy_ingress_annotations_render_as_their_haproxy_org_equivalents(theirs, ours):
+    path = [b.path("/", "web")]
+    got = _routes(path, _prefixed("haproxy-ingress.github.io/", theirs))
+    want = _routes(path, _prefixed("haproxy.org/", ours))
+    assert got.warnings == () and want.warnings == ()
+    assert got.config == want.config
+
+
+def test_haproxy_ingress_regex_paths_and_snippets() -> None:
+    out = _routes([b.path("/v[0-9]/", "api", 80, "ImplementationSpecific")],
+                  {"haproxy-ingress.github.io/path-type": "regex"})  # fmt: skip
+    assert "-m reg '^app\\.test/v[0-9]/'" in out.config.decode()
+    out = _routes([b.path("/", "web")], {"haproxy-ingress.github.io/config-backend": "retries 1"})
+    assert "snippets are off" in out.warnings[0].message
+
+
+def test_haproxy_org_wins_over_its_haproxy_ingress_twin() -> None:
+    out = _routes(
+        [b.path("/", "web")],
+        {
+            "haproxy.org/load-balance": "source",
+            "haproxy-ingress.github.io/balance-algorithm": "first",
+        },
+    )
+    assert "    balance source\n" in _backend(out, "default_web_80.app")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "why"),
+    [
+        ("rewrite-target", "/", "not supported by haptic"),
+        ("backend-protocol", "fcgi", "expected one of h1, h2, h1-ssl, h2-ssl"),
+        ("affinity", "ip", "only cookie is supported"),
+        ("session-cookie-name", "S", "needs affinity: cookie"),
+        ("auth-type", "digest", "only basic is supported"),
+        ("hsts", "maybe", "expected true or false"),
+    ],
+)
+def test_a_haproxy_ingress_annotation_haptic_cannot_honour_skips_the_ingress(name, value, why):
+    out = _routes([b.path("/", "web")], {f"haproxy-ingress.github.io/{name}": value})
+    assert [(w.kind, w.name, w.reason) for w in out.warnings] == [
+        ("Ingress", "app", "InvalidAnnotation")
+    ]
+    assert f"haproxy-ingress.github.io/{name}" in out.warnings[0].message
+    assert why in out.warnings[0].message
+
+
+_REGEX_ALPHABET = "ab/.^$*+?()[]{}|-:,=!<>\\PNuUdwsZ019x"
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.text(_REGEX_ALPHABET, max_size=12), min_size=1, max_size=60))
+def test_every_regex_haptic_accepts_compiles_in_haproxy(texts: list[str]) -> None:
+    # Python's re decides what the render accepts; the real haproxy (PCRE) must compile each
+    # of those as the templates use them (a regex path's pattern after its host key, a
+    # path-rewrite as replace-path's regex), or one Ingress could fail the whole render.
+    import subprocess
+    import tempfile
+
+    from controller.render.annotations import InvalidAnnotation, regex_problem, route_policy
+    from controller.render.ingress import regex_key
+    from controller.render.libraries import valid_regex_path
+    from controller.rendergate import haproxy_binary
+
+    lines = []
+    for path in ("/" + t for t in texts):
+        if valid_regex_path(path) and regex_problem(path) is None:
+            lines.append(
+                f"    http-request deny if {{ path -m reg '{regex_key('h.test', path)}' }}"
+            )
+        try:
+            rewrite = route_policy((("path-rewrite", f"{path} /x"),)).path_rewrite
+        except InvalidAnnotation:
+            continue
+        lines.append(f"    http-request replace-path {rewrite[0]} {rewrite[1]}")
+    config = "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n"
+    config += "    timeout connect 1s\nfrontend f\n    bind 127.0.0.1:1\n" + "\n".join(lines)
+    with tempfile.NamedTemporaryFile("w", suffix=".cfg") as f:
+        f.write(config + "\n")
+        f.flush()
+        proc = subprocess.run(
+            [haproxy_binary(), "-c", "-f", f.name], capture_output=True, text=True, timeout=60
+        )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

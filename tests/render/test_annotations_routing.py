@@ -89,6 +89,14 @@ def _annotated(obj: dict, **annotations: str) -> dict:
     return obj
 
 
+HI = "haproxy-ingress.github.io/"
+
+
+def _with(obj: dict, annotations: dict[str, str]) -> dict:
+    obj["metadata"]["annotations"] = annotations
+    return obj
+
+
 def _ing(name: str, service: str, path: str = "/", **annotations: str) -> dict:
     rules = [(f"{name}.test", [b.path(path, service)])]
     return _annotated(b.ingress(NS, name, rules), **annotations)
@@ -164,6 +172,41 @@ def _input(ports: dict[str, int], tmp: Path) -> RenderInput:
             hsts_max_age="31536000",
             hsts_include_subdomains="true",
         ),
+        _with(
+            b.ingress(
+                NS,
+                "regex",
+                [
+                    (
+                        "regex.test",
+                        [
+                            b.path("/api/v[0-9]+/", "echo", 80, "ImplementationSpecific"),
+                            b.path("^/static/.*\\.png$", "echo", 80, "ImplementationSpecific"),
+                            b.path("/", "pair", "web"),
+                        ],
+                    )
+                ],
+            ),
+            {"haproxy.org/path-type": "regex"},
+        ),
+        _with(
+            b.ingress(
+                NS,
+                "begin",
+                [
+                    (
+                        "begin.test",
+                        [
+                            b.path("/doc", "echo", 80, "ImplementationSpecific"),
+                        ],
+                    )
+                ],
+            ),
+            {"haproxy-ingress.github.io/path-type": "begin"},
+        ),
+        _with(_ing("hi-allow", "echo"), {HI + "allowlist-source-range": "10.0.0.0/8"}),
+        _with(_ing("hi-auth", "echo"), {HI + "auth-secret": "users", HI + "auth-realm": "HI"}),
+        _with(_ing("hi-limit", "echo"), {HI + "limit-rps": "2"}),
         b.ingress(
             NS,
             "paths",
@@ -318,6 +361,36 @@ def test_basic_auth_answers_401_then_200_with_the_password(pod: str) -> None:
 
     assert _request(pod, "auth.test", headers=basic("alice", "wrong"))[0] == 401
     assert _request(pod, "auth.test", headers=basic("alice", PASSWORD))[0] == 200
+
+
+def _basic(user: str, password: str) -> dict:
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+def test_regex_paths_route_by_regex_after_exact_and_before_prefix(pod: str) -> None:
+    _, headers, _ = _request(pod, "regex.test", "/api/v2/users")
+    assert headers["x-haptic-backend"] == "default_echo_80.regex"
+    assert _seen(pod, "regex.test", "/api/v10/")["path"] == "/api/v10/"
+    assert _seen(pod, "regex.test", "/static/a/b.png")["label"] == "echo"
+    # Not matched by a regex: the Prefix "/" of the same Ingress.
+    for path in ("/api/vx/", "/api/v2", "/static/a.png.txt", "/x/api/v2/"):
+        assert _seen(pod, "regex.test", path)["label"] in {"one", "two"}, path
+
+
+def test_begin_paths_match_as_a_string_prefix(pod: str) -> None:
+    assert _seen(pod, "begin.test", "/docsearch")["label"] == "echo"
+    assert _seen(pod, "begin.test", "/doc/x")["label"] == "echo"
+    assert _request(pod, "begin.test", "/do")[0] == 404
+
+
+def test_haproxy_ingress_annotations_answer_403_401_and_429(pod: str) -> None:
+    assert _request(pod, "hi-allow.test")[0] == 403
+    status, headers, _ = _request(pod, "hi-auth.test")
+    assert status == 401 and headers["www-authenticate"] == 'Basic realm="HI"'
+    assert _request(pod, "hi-auth.test", headers=_basic("alice", PASSWORD))[0] == 200
+    statuses = [_request(pod, "hi-limit.test")[0] for _ in range(4)]
+    assert statuses[:2] == [200, 200] and statuses[-1] == 429
 
 
 def test_cors_preflight_answers_with_the_configured_headers(pod: str) -> None:
