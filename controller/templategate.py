@@ -25,11 +25,11 @@ from typing import Any
 
 from kubernetes import client
 
+from contract import GROUP, TEMPLATE_PLURAL, VERSION
 from controller.metrics import TEMPLATE_REFUSED as REFUSED
 from controller.metrics import TEMPLATE_VALIDATION_RUNS as RUNS
 from controller.render.validate import TestResult, run_tests
 from controller.watch.caches import template_fingerprint
-from controller.watch.resources import TEMPLATE_GROUP, TEMPLATE_PLURAL, TEMPLATE_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -207,8 +207,8 @@ def template_reporter(
         others = [c for c in current if c.get("type") != CONDITION]
         check_term()
         custom.patch_namespaced_custom_object_status(
-            TEMPLATE_GROUP,
-            TEMPLATE_VERSION,
+            GROUP,
+            VERSION,
             namespace,
             TEMPLATE_PLURAL,
             name,
