@@ -269,8 +269,8 @@ def update(basis: RenderBasis, inp: RenderInput) -> Update | None:
         for name, servers in new_servers.items()
         if server_block(servers) != basis.chunks[basis.blocks[name]]
     }
-    warnings, ref_warnings = _warnings(basis, touched_warnings)
-    next_basis = replace(next_basis, ref_warnings=ref_warnings)
+    warnings, ref_warnings, span = _warnings(basis, touched_warnings)
+    next_basis = replace(next_basis, ref_warnings=ref_warnings, warnings_span=span)
     if not changed and warnings == basis.output.warnings:
         return Update(basis.output, (), next_basis, ())
     return _step(basis, next_basis, changed, warnings)
@@ -304,16 +304,20 @@ def _recompute(
 
 def _warnings(
     basis: RenderBasis, touched: Mapping[lib.ServiceRef, tuple[RenderWarning, ...]]
-) -> tuple[tuple[RenderWarning, ...], Mapping[lib.ServiceRef, tuple[RenderWarning, ...]]]:
-    """The output's warnings with the touched Service ports' share replaced, and every
-    port's warnings (render order) for the next basis."""
+) -> tuple[
+    tuple[RenderWarning, ...],
+    Mapping[lib.ServiceRef, tuple[RenderWarning, ...]],
+    tuple[int, int],
+]:
+    """The output's warnings with the touched Service ports' share replaced, and for the
+    next basis every port's warnings (render order) and where they sit."""
     old = basis.output.warnings
     if all(basis.ref_warnings.get(ref) == w for ref, w in touched.items()):
-        return old, basis.ref_warnings  # the usual case: the touched ports warn as before
+        return old, basis.ref_warnings, basis.warnings_span  # the usual case: as before
     start, end = basis.warnings_span
     merged = {**basis.ref_warnings, **touched}  # keeps the render order of the ports
     ports = tuple(w for warned in merged.values() for w in warned)
-    return old[:start] + ports + old[end:], merged
+    return old[:start] + ports + old[end:], merged, (start, start + len(ports))
 
 
 def _step(
