@@ -246,6 +246,60 @@ def _build_libraries(
     return model, backends, gated_pods
 
 
+def _render_files(
+    env: ImmutableSandboxedEnvironment,
+    tdir: str,
+    spec: Mapping[str, Any],
+    settings: lib.LibrarySettings,
+    model: lib.IngressModel,
+    ctx: dict[str, Any],
+) -> tuple[RenderedFile, ...]:
+    """Every file of the tree from the templates, in path order."""
+    files: dict[str, RenderedFile] = {}
+
+    def add(path: str, kind: str, content: str | bytes) -> None:
+        if path in files:
+            raise RenderError(f"two templates render {path}")
+        data = content.encode("utf-8") if isinstance(content, str) else content
+        files[path] = RenderedFile(path, kind, data)
+
+    if settings.ingress:
+        map_template = functools.partial(env.get_template, MAP_TEMPLATE)
+        for field, path in INGRESS_MAPS.items():
+            entries = getattr(model, field)
+            add(path, "map", _run(map_template, _LIB_PREFIX + MAP_TEMPLATE, {"entries": entries}))
+        for cert in model.certificates:
+            add(cert.path, "certificate", cert.content)
+        default_cert = model.default_certificate
+        if default_cert is not None and default_cert.path not in files:
+            add(default_cert.path, "certificate", default_cert.content)
+        for path, content in model.ca_files:
+            add(path, "certificate", content)
+        if model.certificates:
+            crt = functools.partial(env.get_template, CRT_LIST_TEMPLATE)
+            add(CRT_LIST_PATH, "crt-list", _run(crt, _LIB_PREFIX + CRT_LIST_TEMPLATE, ctx))
+
+    for field, directory, kind in (("maps", "maps", "map"), ("files", "general", "general")):
+        for name, source in _named_templates(spec, field):
+            label = f"spec.{field}.{name}.template"
+            add(f"{directory}/{name}", kind, _run(_user_template(tdir, label, source), label, ctx))
+
+    haproxy_config = spec.get("haproxyConfig") or {}
+    if not isinstance(haproxy_config, Mapping):
+        raise RenderError("spec.haproxyConfig is not an object")
+    override = haproxy_config.get("template")
+    if override:
+        label = "spec.haproxyConfig.template"
+        config = _run(_user_template(tdir, label, override), label, ctx)
+    elif settings.base:
+        config = _run(functools.partial(env.get_template, MAIN_TEMPLATE), MAIN_TEMPLATE, ctx)
+    else:
+        raise RenderError("base library disabled and spec.haproxyConfig.template is empty")
+    add("haproxy.cfg", "config", config)
+
+    return tuple(files[p] for p in sorted(files))
+
+
 def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
     """Render the complete file set for one HAProxyTemplateConfig and its watched objects.
 
@@ -322,55 +376,30 @@ def _render(
     }
 
     ctx["backend_settings"] = _backend_settings(env, ctx)
-    files: dict[str, RenderedFile] = {}
+    ordered = _render_files(env, tdir, spec, settings, model, ctx)
+    output, plan_json = _output(inp, ordered, warnings, gated_pods, model.served, keep_basis)
+    if plan_json is None:
+        return output, None
+    basis = incremental.basis_of(
+        inp, output, settings, model.services, backends, ref_warnings, ports_span, plan_json
+    )
+    return output, basis
 
-    def add(path: str, kind: str, content: str | bytes) -> None:
-        if path in files:
-            raise RenderError(f"two templates render {path}")
-        data = content.encode("utf-8") if isinstance(content, str) else content
-        files[path] = RenderedFile(path, kind, data)
 
-    if settings.ingress:
-        map_template = functools.partial(env.get_template, MAP_TEMPLATE)
-        for field, path in INGRESS_MAPS.items():
-            entries = getattr(model, field)
-            add(path, "map", _run(map_template, _LIB_PREFIX + MAP_TEMPLATE, {"entries": entries}))
-        for cert in model.certificates:
-            add(cert.path, "certificate", cert.content)
-        default_cert = model.default_certificate
-        if default_cert is not None and default_cert.path not in files:
-            add(default_cert.path, "certificate", default_cert.content)
-        for path, content in model.ca_files:
-            add(path, "certificate", content)
-        if model.certificates:
-            crt = functools.partial(env.get_template, CRT_LIST_TEMPLATE)
-            add(CRT_LIST_PATH, "crt-list", _run(crt, _LIB_PREFIX + CRT_LIST_TEMPLATE, ctx))
-
-    for field, directory, kind in (("maps", "maps", "map"), ("files", "general", "general")):
-        for name, source in _named_templates(spec, field):
-            label = f"spec.{field}.{name}.template"
-            add(f"{directory}/{name}", kind, _run(_user_template(tdir, label, source), label, ctx))
-
-    haproxy_config = spec.get("haproxyConfig") or {}
-    if not isinstance(haproxy_config, Mapping):
-        raise RenderError("spec.haproxyConfig is not an object")
-    override = haproxy_config.get("template")
-    if override:
-        label = "spec.haproxyConfig.template"
-        config = _run(_user_template(tdir, label, override), label, ctx)
-    elif settings.base:
-        config = _run(functools.partial(env.get_template, MAIN_TEMPLATE), MAIN_TEMPLATE, ctx)
-    else:
-        raise RenderError("base library disabled and spec.haproxyConfig.template is empty")
-    add("haproxy.cfg", "config", config)
-
-    ordered = tuple(files[p] for p in sorted(files))
+def _output(
+    inp: RenderInput,
+    ordered: tuple[RenderedFile, ...],
+    warnings: list[RenderWarning],
+    gated_pods: set[str],
+    served: tuple[str, ...],
+    keep_plan_json: bool,
+) -> tuple[RenderOutput, PlanJSON | None]:
     try:
         plan = build_plan(ordered)
     except (UnicodeDecodeError, ValueError) as exc:
         raise RenderError(f"rendered output cannot be planned: {exc}") from None
     # The basis keeps the plan's JSON in pieces; the plan ID is the hash of the same text.
-    plan_json = PlanJSON.of(plan) if keep_basis else None
+    plan_json = PlanJSON.of(plan) if keep_plan_json else None
     output = RenderOutput(
         files=ordered,
         plan=plan,
@@ -379,12 +408,7 @@ def _render(
         structure_digest=plan["structure_digest"],
         warnings=tuple(warnings),
         gate_ready_pods=tuple(sorted(gated_pods)),
-        served_ingresses=model.served,
+        served_ingresses=served,
         http_digests=tuple(sorted((n, m.text_digest(b)) for n, b in inp.http_resources.items())),
     )
-    if plan_json is None:
-        return output, None
-    basis = incremental.basis_of(
-        inp, output, settings, model.services, backends, ref_warnings, ports_span, plan_json
-    )
-    return output, basis
+    return output, plan_json
