@@ -6,6 +6,10 @@ The first render of a term waits for the gate's verdict; later ones are dispatch
 while the gate is optimistic, and a refusal that arrives afterwards (`on_verdict`) withdraws
 the output from every use, latches publication, sets the /healthz error, emits an Event and
 has the dispatcher revert the pods that took it to their last-known-good.
+
+An EndpointSlice change is patched into the last output instead of rendered in full, with
+no gate run, and a periodic full render checks that both paths give the same bytes
+(docs/design/incremental.md).
 """
 
 from __future__ import annotations
