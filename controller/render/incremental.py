@@ -36,6 +36,10 @@ CONFIG = "haproxy.cfg"
 # RenderInput fields an update may not see changed (compared by object identity: the watch
 # caches replace an object's dict when it changes and never mutate one).
 _FIXED_KINDS = ("ingresses", "services", "secrets", "pods")
+# Ingress and Service status writes (the leader publishes load balancer addresses) change
+# nothing an eligible render reads; neither does the metadata the API server maintains.
+_STATUS_ASIDE = frozenset({"ingresses", "services"})
+_SERVER_METADATA = frozenset({"resourceVersion", "managedFields", "generation"})
 # A line that starts a section (no indent, not a comment): the end of a backend's section.
 _SECTION_START = re.compile(r"\n[^\s#]")
 
@@ -176,8 +180,28 @@ def _named(obj: Any) -> bool:
     return lib.is_map(meta) and isinstance(meta.get("name"), str)
 
 
-def _same_objects(old: Sequence[Any], new: Sequence[Any]) -> bool:
-    return len(old) == len(new) and all(map(operator.is_, old, new))
+def _same_objects(old: Sequence[Any], new: Sequence[Any], status_aside: bool = False) -> bool:
+    """The same objects (by identity); with `status_aside`, an object replaced by one that
+    differs only in what no library reads (a status write) counts as the same."""
+    if len(old) != len(new):
+        return False
+    if all(map(operator.is_, old, new)):
+        return True
+    return status_aside and all(
+        a is b or _render_view(a) == _render_view(b) for a, b in zip(old, new, strict=True)
+    )
+
+
+def _render_view(obj: Any) -> Any:
+    """What an eligible render reads of an Ingress or Service: all but its status and the
+    metadata the API server keeps for itself."""
+    if not lib.is_map(obj):
+        return obj
+    view = {k: v for k, v in obj.items() if k != "status"}
+    meta = obj.get("metadata")
+    if lib.is_map(meta):
+        view["metadata"] = {k: v for k, v in meta.items() if k not in _SERVER_METADATA}
+    return view
 
 
 def others_unchanged(old: RenderInput, new: RenderInput) -> bool:
@@ -192,8 +216,9 @@ def others_unchanged(old: RenderInput, new: RenderInput) -> bool:
         old.ingressclasses, new.ingressclasses or ()
     ):
         return False
-    if any(not _same_objects(getattr(old, k), getattr(new, k)) for k in _FIXED_KINDS):
-        return False
+    for kind in _FIXED_KINDS:
+        if not _same_objects(getattr(old, kind), getattr(new, kind), kind in _STATUS_ASIDE):
+            return False
     if set(old.resources) != set(new.resources):
         return False
     if any(not _same_objects(v, new.resources[k]) for k, v in old.resources.items()):

@@ -244,3 +244,21 @@ def test_random_endpoint_changes_give_the_full_render_byte_for_byte(sequence) ->
         applied = apply_runtime_operations(output.plan, step.operations)
         assert applied == runtime_state(full.plan)
         output, basis = step.output, step.basis
+
+
+def test_an_ingress_status_write_keeps_the_incremental_path() -> None:
+    # The leader publishes load balancer addresses on served Ingresses; that write must not
+    # cost a full render, but a spec change must.
+    objects = _objects()
+    basis = _basis(objects)
+
+    def status_write(items: list) -> None:
+        items[0]["status"] = {"loadBalancer": {"ingress": [{"ip": "127.0.0.9"}]}}
+        items[0]["metadata"]["resourceVersion"] = "42"
+
+    written = _with(objects, "ingresses", status_write)
+    step = inc.update(basis, _input(written, basis.output))
+    assert step is not None and step.output is basis.output
+    assert render(_input(written, basis.output)) == basis.output
+    respec = _with(written, "ingresses", lambda items: items[0]["spec"]["rules"].pop())
+    assert inc.update(step.basis, _input(respec, basis.output)) is None
