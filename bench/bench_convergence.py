@@ -305,7 +305,16 @@ def _setup(system: System, ingresses: int, new_ingresses: int) -> tuple[str, str
     # Created last: once it is served, the 800 Ingresses before it are in the render too.
     system.apply([stack.ingress("probe", PROBE_HOST, "probe")])
     wait_for(lambda: system.serves(PROBE_HOST, a), 300, what="probe host served")
+    # The leader then writes every served Ingress's load balancer status, one PATCH each, on
+    # its deploy path (controller/ingressstatus.py); measure from a quiet system.
+    wait_for(lambda: _statuses_written(system) > ingresses, 600, 1.0, what="Ingress statuses")
     return a, b
+
+
+def _statuses_written(system: System) -> int:
+    networking = kubernetes.client.NetworkingV1Api(system.client)
+    items = networking.list_ingress_for_all_namespaces(_request_timeout=30).items
+    return sum(1 for i in items if i.status and i.status.load_balancer.ingress)
 
 
 class SliceWatch:
