@@ -284,6 +284,19 @@ def _reloads(system: System) -> dict[str, int]:
     }
 
 
+def _leader_renders(system: System) -> dict[str, float]:
+    """The leader's haptic_renders_total by path (full, incremental)."""
+    leader = system.leader()
+    out: dict[str, float] = {}
+    if leader not in system.health_ports:
+        return out
+    for line in system.health(leader, "/metrics").text.splitlines():
+        if line.startswith("haptic_renders_total{"):
+            path = line.split('path="', 1)[1].split('"', 1)[0]
+            out[path] = float(line.split()[1])
+    return out
+
+
 def _setup(system: System, ingresses: int, new_ingresses: int) -> tuple[str, str]:
     scale = scale_set(ingresses)
     namespaces = sorted({o["metadata"]["namespace"] for o in scale["ingresses"]})
@@ -452,6 +465,7 @@ class _Measured:
     reloads_after: dict[str, int]
     reloads_final: dict[str, int]
     rss_mib: dict[str, float]
+    renders: dict[str, float]  # the leader's renders by path during the endpoint changes
 
 
 def run() -> list[dict[str, Any]]:
@@ -488,9 +502,12 @@ def _measure_on(
 ) -> _Measured:
     load = {"before_endpoint_changes": os.getloadavg()[0]}
     reloads_before = _reloads(system)
+    renders_before = _leader_renders(system)
     cpu_before = _cpu_by_part(system)
     endpoint_ms, slice_ms = _endpoint_changes(system, probers, a, b, scenario.endpoint_changes)
     cpu_after = _cpu_by_part(system)
+    renders = _leader_renders(system)
+    renders = {k: v - renders_before.get(k, 0.0) for k, v in renders.items()}
     leader = system.leader()
     load["after_endpoint_changes"] = os.getloadavg()[0]
     reloads_after = _reloads(system)
@@ -522,6 +539,7 @@ def _measure_on(
         reloads_after=reloads_burn if scenario.burn_changes else reloads_after,
         reloads_final=_reloads(system),
         rss_mib=rss,
+        renders=renders,
     )
 
 
@@ -567,6 +585,7 @@ def _convergence_metrics(s: Scenario, m: _Measured) -> list[dict[str, Any]]:
             "value": leader_cpu,
             "leader": m.leader,
             "cpu_ms_by_part": cpu,
+            "leader_renders_during_endpoint_changes": m.renders,
             **context,
             "target": f"leader <= {s.cpu_ms:g} ms (the leader process and its children)",
             "meets_target": bool(m.leader) and leader_cpu <= s.cpu_ms,

@@ -25,6 +25,7 @@ import kubernetes
 from bench.bench_convergence import (
     HAPROXY_PODS,
     Prober,
+    _leader_renders,
     _reloads,
     _service,
     _setup,
@@ -79,18 +80,6 @@ def _first_answer_from(prober: Prober, pod: str, deadline: float) -> float | Non
             return time.monotonic()
         time.sleep(0.01)
     return None
-
-
-def _leader_renders(system: System) -> dict[str, float]:
-    leader = system.leader()
-    out: dict[str, float] = {}
-    if leader not in system.health_ports:
-        return out
-    for line in system.health(leader, "/metrics").text.splitlines():
-        if line.startswith("haptic_renders_total{"):
-            path = line.split('path="', 1)[1].split('"', 1)[0]
-            out[path] = float(line.split()[1])
-    return out
 
 
 def _burst(

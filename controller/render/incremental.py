@@ -384,6 +384,14 @@ def _step(
     return Update(output, tuple(operations), next_basis, tuple(sorted(changed)))
 
 
+def structure_key(output: RenderOutput) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """What the render gate's verdict on an output covers, less the runtime attributes of
+    server slots: the structure digest of haproxy.cfg and every other file's digest. Two
+    outputs with the same key get the same verdict."""
+    others = tuple((f.path, f.sha256) for f in output.files if f.path != CONFIG)
+    return output.structure_digest, others
+
+
 def differences(incremental: RenderOutput, full: RenderOutput) -> list[str]:
     """What differs between an incrementally updated output and the full render of the
     same input (the consistency check); empty when they agree byte for byte."""

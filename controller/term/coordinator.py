@@ -35,6 +35,7 @@ RENDER_FAILED = "RenderFailed"
 # after this many updates at the latest (docs/design/incremental.md).
 CONSISTENCY_INTERVAL = 30.0
 CONSISTENCY_UPDATES = 1000
+ACCEPTED_STRUCTURES = 8
 
 
 class Coordinator:
@@ -60,6 +61,10 @@ class Coordinator:
         # skip the gate only when its basis descends from that render.
         self._basis: incremental.RenderBasis | None = None
         self._accepted_root: str | None = None
+        # Structures (incremental.structure_key) the gate accepted this term: a full render
+        # with one of them differs from an accepted output only in server slots' runtime
+        # attributes, so that verdict stands and `haproxy -c` does not run again.
+        self._accepted_structures: dict[tuple, None] = {}
         self._full_at = time.monotonic()
         self._check_requested = False
 
@@ -213,6 +218,14 @@ class Coordinator:
         ctx = self.ctx
         if ctx.report_warnings is not None:
             ctx.report_warnings(output)
+        key = incremental.structure_key(output)
+        with ctx.wake:
+            known = key in self._accepted_structures
+            if known:
+                self._accepted_root = output.checksum
+        if known:  # the verdict on this structure stands (never a term's first render)
+            self._accept_and_dispatch(output, requested_at)
+            return
         first = not self._first_render_done
         verdict = ctx.gate.check_before_dispatch(output, term_first_render=first)
         self._first_render_done = True
@@ -223,8 +236,15 @@ class Coordinator:
             if verdict is None:
                 self._optimistic.add(output.checksum)
             else:
-                self._accepted_root = output.checksum
+                self._accepted(output)
         self._accept_and_dispatch(output, requested_at)
+
+    def _accepted(self, output: RenderOutput) -> None:
+        """The gate accepted `output` (called with ctx.wake held)."""
+        self._accepted_root = output.checksum
+        self._accepted_structures[incremental.structure_key(output)] = None
+        while len(self._accepted_structures) > ACCEPTED_STRUCTURES:
+            del self._accepted_structures[next(iter(self._accepted_structures))]
 
     def _accept_and_dispatch(self, output: RenderOutput, requested_at: float) -> None:
         ctx = self.ctx
@@ -245,7 +265,7 @@ class Coordinator:
                 return  # waited for (handled in render_once), or another term's render
             self._optimistic.discard(output.checksum)
             if verdict.accepted:
-                self._accepted_root = output.checksum
+                self._accepted(output)
         if verdict.accepted or not self.ctx.alive():
             return
         self.ctx.state.refuse(output)
