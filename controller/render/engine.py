@@ -381,7 +381,15 @@ def _render(
     if plan_json is None:
         return output, None
     basis = incremental.basis_of(
-        inp, output, settings, model.services, backends, ref_warnings, ports_span, plan_json
+        inp,
+        output,
+        settings,
+        model.services,
+        backends,
+        ref_warnings,
+        ports_span,
+        plan_json,
+        model.secrets_read,
     )
     return output, basis
 

@@ -60,6 +60,7 @@ class RenderBasis:
     warnings_span: tuple[int, int]  # where the Service ports' warnings sit in output.warnings
     plan_json: PlanJSON
     root_checksum: str  # checksum of the full render this basis descends from
+    secrets_read: frozenset[Key] = frozenset()  # the only Secrets the render depends on
     updates: int = 0  # incremental updates since that full render
 
 
@@ -139,6 +140,7 @@ def basis_of(
     ref_warnings: Mapping[lib.ServiceRef, tuple[RenderWarning, ...]],
     warnings_span: tuple[int, int],
     plan_json: PlanJSON,
+    secrets_read: frozenset[Key] = frozenset(),
 ) -> RenderBasis | None:
     """The basis a full render leaves, or None when its output cannot be updated."""
     spec = (inp.template_config or {}).get("spec") or {}
@@ -172,6 +174,7 @@ def basis_of(
         warnings_span=warnings_span,
         plan_json=plan_json,
         root_checksum=output.checksum,
+        secrets_read=secrets_read,
     )
 
 
@@ -204,8 +207,11 @@ def _render_view(obj: Any) -> Any:
     return view
 
 
-def others_unchanged(old: RenderInput, new: RenderInput) -> bool:
-    """Whether everything but the EndpointSlices is what the basis rendered."""
+def others_unchanged(
+    old: RenderInput, new: RenderInput, secrets_read: frozenset[Key] = frozenset()
+) -> bool:
+    """Whether everything but the EndpointSlices is what the basis rendered; Secrets other
+    than `secrets_read` (those the render looked up) do not count."""
     if old.template_config is not new.template_config:
         old_spec = (old.template_config or {}).get("spec")
         if old_spec != (new.template_config or {}).get("spec"):
@@ -217,13 +223,27 @@ def others_unchanged(old: RenderInput, new: RenderInput) -> bool:
     ):
         return False
     for kind in _FIXED_KINDS:
-        if not _same_objects(getattr(old, kind), getattr(new, kind), kind in _STATUS_ASIDE):
+        same = _same_objects(getattr(old, kind), getattr(new, kind), kind in _STATUS_ASIDE)
+        if kind == "secrets" and not same:
+            same = _unread_secrets_only(old.secrets, new.secrets, secrets_read)
+        if not same:
             return False
     if set(old.resources) != set(new.resources):
         return False
     if any(not _same_objects(v, new.resources[k]) for k, v in old.resources.items()):
         return False
     return old.http_resources == new.http_resources
+
+
+def _unread_secrets_only(
+    old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], read: frozenset[Key]
+) -> bool:
+    """Every Secret added, removed or replaced is named and one the render never looked up
+    (such as the Secrets publication writes)."""
+    delta = changed_slices(old, new)  # the same identity diff, for any kind
+    if delta is None:
+        return False
+    return all(lib.obj_key(s) not in read for s in (*delta[0], *delta[1]))
 
 
 def changed_slices(
@@ -272,7 +292,9 @@ def _regroup(
 
 def update(basis: RenderBasis, inp: RenderInput) -> Update | None:
     """The incremental step from `basis` to `inp`, or None for the full render."""
-    if inp.previous_plan is not basis.output.plan or not others_unchanged(basis.inputs, inp):
+    if inp.previous_plan is not basis.output.plan:
+        return None
+    if not others_unchanged(basis.inputs, inp, basis.secrets_read):
         return None
     delta = changed_slices(basis.inputs.endpointslices, inp.endpointslices)
     if delta is None:

@@ -223,6 +223,8 @@ class IngressModel:
     userlists: tuple[Userlist, ...] = ()
     ca_files: tuple[tuple[str, bytes], ...] = ()  # (path, PEM)
     served: tuple[str, ...] = ()  # "ns/name" of the Ingresses with a route or default
+    # (namespace, name) of every Secret the model looked up, found or not.
+    secrets_read: frozenset[tuple[str, str]] = frozenset()
 
 
 class Server(NamedTuple):

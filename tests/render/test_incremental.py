@@ -136,10 +136,10 @@ def _with(objects: dict[str, list], kind: str, change) -> dict[str, list]:
     [
         ("ingresses", lambda items: items.pop()),
         ("services", lambda items: items[0]["spec"]["ports"].pop()),
-        ("secrets", lambda items: items.append(b.tls_secret(NS, "tls"))),
     ],
 )
 def test_anything_but_endpointslices_takes_the_full_render(kind, change) -> None:
+    # Secrets: only those the render looks up count (the test of unread Secrets below).
     objects = {**_objects(), "secrets": []}
     basis = _basis(objects)
     assert inc.update(basis, _input(_with(objects, kind, change), basis.output)) is None
@@ -275,3 +275,16 @@ def test_the_structure_key_ignores_server_slots_only() -> None:
     assert inc.structure_key(slots_only) == inc.structure_key(basis.output)
     routed = _with(objects, "ingresses", lambda items: items[0]["spec"]["rules"].pop())
     assert inc.structure_key(_full(routed)) != inc.structure_key(basis.output)
+
+
+def test_a_secret_no_render_looks_up_keeps_the_incremental_path() -> None:
+    # Publication writes Opaque Secrets of its own; only Secrets the model looked up count.
+    objects = {**_objects(), "secrets": [b.tls_secret(NS, "unrelated")]}
+    objects["ingresses"][0]["spec"]["tls"] = [{"hosts": ["web.example.test"], "secretName": "tls"}]
+    basis = _basis(objects)
+    assert (NS, "tls") in basis.secrets_read and (NS, "unrelated") not in basis.secrets_read
+    unrelated = _with(objects, "secrets", lambda items: items.append(b.tls_secret(NS, "other")))
+    step = inc.update(basis, _input(unrelated, basis.output))
+    assert step is not None and step.output == render(_input(unrelated, basis.output))
+    named = _with(objects, "secrets", lambda items: items.append(b.tls_secret(NS, "tls")))
+    assert inc.update(basis, _input(named, basis.output)) is None
