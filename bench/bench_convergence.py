@@ -71,6 +71,7 @@ class Scenario:
     cpu_ms: float
     ingress_p95_ms: float
     rss_mib: float | None = None  # target for the leader's RSS (None: reported only)
+    server_slots: int | None = None  # serverSlots of the template config (None: its default)
 
 
 SCENARIO = Scenario(
@@ -480,6 +481,8 @@ def measure(scenario: Scenario) -> list[dict[str, Any]]:
     )
     probers: list[Prober] = []
     try:
+        if scenario.server_slots is not None:
+            _set_server_slots(system, scenario.server_slots)
         wait_for(
             lambda: len(system.haproxy_pods(ready_only=False)) == HAPROXY_PODS, 60, what="pods"
         )
@@ -495,6 +498,13 @@ def measure(scenario: Scenario) -> list[dict[str, Any]]:
         system.stop()
         shutil.rmtree(system.api.state_dir, ignore_errors=True)  # pod dirs, API state
     return _convergence_metrics(scenario, measured)
+
+
+def _set_server_slots(system: System, slots: int) -> None:
+    patch = {"spec": {"templateLibraries": {"kubernetesBackends": {"serverSlots": slots}}}}
+    system.custom().patch_namespaced_custom_object(
+        "haproxy-haptic.org", "v1alpha1", stack.NAMESPACE, "haproxytemplateconfigs", "haptic", patch
+    )
 
 
 def _measure_on(
