@@ -15,6 +15,7 @@ field manager FIELD_MANAGER.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -128,6 +129,36 @@ class IngressStatusWriter:
         self.check_term = check_term
         # What this term wrote: ours to clear even where managedFields are not kept.
         self.written: dict[str, Entries] = {}
+        self._later = threading.Condition()
+        self._pending: Any = None
+        self._thread: threading.Thread | None = None
+
+    def apply_later(self, output: Any) -> None:
+        """`apply` on the writer's own thread, the newest output only. The pipeline calls
+        this on the deploy path when the fleet converged: after a change most Ingresses share
+        (a new term, a mass create) that is one PATCH per Ingress, which must not hold up the
+        next deployment (a 36 s stall at 800 Ingresses under load, bench_convergence)."""
+        with self._later:
+            self._pending = output
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._write_later, name="ingress-status", daemon=True
+                )
+                self._thread.start()
+            self._later.notify()
+
+    def _write_later(self) -> None:
+        while self.term_valid():
+            with self._later:
+                if self._pending is None:
+                    self._later.wait(timeout=1.0)
+                output, self._pending = self._pending, None
+            if output is None:
+                continue
+            try:
+                self.apply(output)
+            except Exception:  # a stale term or a failed write: the next convergence retries
+                log.exception("ingress status not written")
 
     def _ours(self, ingress: Mapping[str, Any], current: Entries) -> bool:
         if manages_status(ingress):

@@ -24,6 +24,22 @@ RENDER_DURATION = Histogram(
     "Time to render the HAProxy configuration from the watched state.",
     buckets=FAST_BUCKETS,
 )
+# docs/design/incremental.md: which path made each output the leader dispatched.
+RENDERS = Counter(
+    "haptic_renders_total",
+    "Outputs made by the leader, by path: full (every template) or incremental (an "
+    "EndpointSlice change patched into the last output).",
+    ["path"],
+)
+INCREMENTAL_CHECKS = Counter(
+    "haptic_incremental_checks_total",
+    "Consistency checks: a full render compared with the incremental path's output.",
+)
+INCREMENTAL_MISMATCH = Counter(
+    "haptic_incremental_mismatch_total",
+    "Consistency checks where the incremental output differed from the full render (the "
+    "full render's output was used).",
+)
 GATE_DURATION = Histogram(
     "haptic_render_gate_duration_seconds",
     "Time the render gate's `haproxy -c` check of one render took.",

@@ -262,7 +262,7 @@ class ControllerReplica:
 
         def converged(output: Any) -> None:
             applier.apply(output)
-            ingress_status.apply(output)
+            ingress_status.apply_later(output)  # one PATCH per Ingress: off the deploy path
 
         pipeline = LeaderPipeline(
             api_client=self.api_client,

@@ -209,6 +209,7 @@ def run(minutes: float, seed: int, report_path: Path) -> int:
             )
             if faults is not None:
                 results.append(inv.check_gauge_after_convergence(faults.gauge_readings))
+                results.append(inv.check_incremental_agrees(faults.mismatch_readings))
         except Exception:
             broke_down += traceback.format_exc()
     finally:

@@ -43,6 +43,9 @@ class FaultLog:
 
 
 GAUGE = "haptic_retained_config_active"
+# docs/design/incremental.md: the consistency check's count of incremental outputs that
+# differed from the full render (0 always).
+MISMATCH = "haptic_incremental_mismatch_total"
 
 
 def gauge_value(metrics_text: str, name: str) -> float | None:
@@ -75,6 +78,7 @@ class Faults:
         self.gamma = False  # whether the third Ingress exists (ingress_change toggles it)
         # (time, controller, value) of haptic_retained_config_active after each convergence
         self.gauge_readings: list[tuple[float, str, float | None]] = []
+        self.mismatch_readings: list[tuple[float, str, float | None]] = []
 
     def kinds(self) -> dict[str, Callable[[FaultLog], list[Window]]]:
         kinds: dict[str, Callable[[FaultLog], list[Window]]] = {
@@ -140,8 +144,10 @@ class Faults:
                 text = self.system.health(name, "/metrics").text
             except Exception:  # a controller restarting: no reading
                 self.gauge_readings.append((time.time(), name, None))
+                self.mismatch_readings.append((time.time(), name, None))
                 continue
             self.gauge_readings.append((time.time(), name, gauge_value(text, GAUGE)))
+            self.mismatch_readings.append((time.time(), name, gauge_value(text, MISMATCH)))
 
     def _pick_pod(self) -> Any:
         pods = self.system.haproxy_pods(ready_only=True)

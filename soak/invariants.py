@@ -359,3 +359,23 @@ def check_gauge_after_convergence(readings: Iterable[tuple[float, str, float | N
             result.violations.append(f"t={t:.3f} {controller}: gauge {value:g} after convergence")
     result.notes = {"unread": unread} if unread else {}
     return result
+
+
+# -- the incremental path agrees with the full render --------------------------------------
+
+
+def check_incremental_agrees(readings: Iterable[tuple[float, str, float | None]]) -> Result:
+    """haptic_incremental_mismatch_total read from every controller after each fault: 0
+    (every consistency check found the incremental output byte for byte the full render's;
+    docs/design/incremental.md); a missing reading is not judged."""
+    result = Result("the incremental path gives the full render's bytes")
+    unread = 0
+    for t, controller, value in readings:
+        if value is None:
+            unread += 1
+            continue
+        result.checked += 1
+        if value != 0:
+            result.violations.append(f"t={t:.3f} {controller}: {value:g} mismatches")
+    result.notes = {"unread": unread} if unread else {}
+    return result

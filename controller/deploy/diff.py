@@ -50,7 +50,11 @@ def decide_pod(
     if invariant_violation or old_plan is None:
         why = "invariant violation" if invariant_violation else "pod's current plan unknown"
         return Apply("reload", (), applied_plan_id, why)
-    ops = runtime_operations(old_plan, output.plan)
+    delta = output.runtime_delta
+    if delta is not None and delta[0] == applied_plan_id:
+        ops: list[dict[str, Any]] | None = list(delta[1])  # the incremental path's own
+    else:
+        ops = runtime_operations(old_plan, output.plan)
     if ops is None:
         return Apply("auto", (), applied_plan_id, "structure changed: reload")
     return Apply("auto", tuple(ops), applied_plan_id, f"{len(ops)} runtime operations")

@@ -17,9 +17,11 @@ from typing import Any, NoReturn
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from controller.render import incremental
 from controller.render import ingress as ingress_lib
 from controller.render import libraries as lib
 from controller.render import model as m
+from controller.render.incremental import RenderBasis
 from controller.render.model import (
     RenderedFile,
     RenderError,
@@ -27,7 +29,7 @@ from controller.render.model import (
     RenderOutput,
     RenderWarning,
 )
-from controller.render.plan import build_plan, checksum, plan_id
+from controller.render.plan import PlanJSON, build_plan, checksum, plan_id
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
 MAIN_TEMPLATE = "haproxy.cfg.j2"
@@ -203,8 +205,10 @@ def _build_libraries(
     objs: Mapping[str, list[Mapping[str, Any]]],
     classes: list[Mapping[str, Any]] | None,
     warnings: list[RenderWarning],
+    ref_warnings: dict[lib.ServiceRef, tuple[RenderWarning, ...]] | None = None,
 ) -> tuple[lib.IngressModel, tuple[lib.Backend, ...], set[str]]:
-    """The data side of the ingress and kubernetes-backends libraries."""
+    """The data side of the ingress and kubernetes-backends libraries; the Service ports'
+    warnings come last in `warnings` (and in `ref_warnings` when given)."""
     model = lib.IngressModel()
     backends: tuple[lib.Backend, ...] = ()
     gated_pods: set[str] = set()
@@ -224,6 +228,7 @@ def _build_libraries(
                 warnings,
                 previous if isinstance(previous, Mapping) else None,
                 gated_pods,
+                ref_warnings,
             )
         elif model.services:
             warnings.append(
@@ -241,63 +246,15 @@ def _build_libraries(
     return model, backends, gated_pods
 
 
-def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
-    """Render the complete file set for one HAProxyTemplateConfig and its watched objects.
-
-    Raises RenderError for a fault no object-level isolation can fix (bad template, bad
-    template config). Bad watched objects are skipped and listed in `warnings`.
-    """
-    tdir = templates_dir or str(TEMPLATES_DIR)
-    env = environment(tdir)
-    cfg = inp.template_config or {}
-    spec = cfg.get("spec") if isinstance(cfg, Mapping) else None
-    spec = spec or {}
-    if not isinstance(spec, Mapping):
-        raise RenderError("template config spec is not an object")
-    try:
-        settings = lib.LibrarySettings.from_spec(spec)
-    except (ValueError, AttributeError, TypeError) as exc:
-        raise RenderError(f"spec.templateLibraries: {exc}") from None
-
-    warnings: list[RenderWarning] = []
-    objs = {
-        kind: lib.usable_objects(getattr(inp, kind), kind, warnings)
-        for kind in ("ingresses", "services", "endpointslices", "secrets", "pods")
-    }
-    classes = None
-    if inp.ingressclasses is not None:
-        classes = lib.usable_objects(inp.ingressclasses, "ingressclasses", warnings)
-    model, backends, gated_pods = _build_libraries(inp, settings, objs, classes, warnings)
-
-    ctx: dict[str, Any] = {
-        "template_config": cfg,
-        "spec": spec,
-        "libraries": settings,
-        "ingresses": _sorted_objects(objs["ingresses"]),
-        "services": _sorted_objects(objs["services"]),
-        "endpointslices": _sorted_objects(objs["endpointslices"]),
-        "secrets": _sorted_objects(objs["secrets"]),
-        "pods": _sorted_objects(objs["pods"]),
-        "ingressclasses": _sorted_objects(classes or []),
-        "resources": {
-            k: _sorted_objects(lib.usable_objects(v, k, warnings))
-            for k, v in sorted(inp.resources.items())
-        },
-        "http": dict(sorted(inp.http_resources.items())),
-        "extra": spec.get("extraContext") or {},
-        "ingress": model,
-        "backends": backends,
-        "backend_names": frozenset(b.name for b in backends),
-        "certificates": model.certificates,
-        "crt_list": CRT_LIST_PATH if model.certificates else None,
-        "default_certificate": model.default_certificate,
-        "userlists": model.userlists,
-        "maps": INGRESS_MAPS,
-        "default_backend": model.default_backend or lib.NOT_FOUND_BACKEND,
-        "not_found_backend": lib.NOT_FOUND_BACKEND,
-    }
-
-    ctx["backend_settings"] = _backend_settings(env, ctx)
+def _render_files(
+    env: ImmutableSandboxedEnvironment,
+    tdir: str,
+    spec: Mapping[str, Any],
+    settings: lib.LibrarySettings,
+    model: lib.IngressModel,
+    ctx: dict[str, Any],
+) -> tuple[RenderedFile, ...]:
+    """Every file of the tree from the templates, in path order."""
     files: dict[str, RenderedFile] = {}
 
     def add(path: str, kind: str, content: str | bytes) -> None:
@@ -340,19 +297,126 @@ def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
         raise RenderError("base library disabled and spec.haproxyConfig.template is empty")
     add("haproxy.cfg", "config", config)
 
-    ordered = tuple(files[p] for p in sorted(files))
+    return tuple(files[p] for p in sorted(files))
+
+
+def render(inp: RenderInput, templates_dir: str | None = None) -> RenderOutput:
+    """Render the complete file set for one HAProxyTemplateConfig and its watched objects.
+
+    Raises RenderError for a fault no object-level isolation can fix (bad template, bad
+    template config). Bad watched objects are skipped and listed in `warnings`.
+    """
+    return _render(inp, templates_dir, keep_basis=False)[0]
+
+
+def render_with_basis(
+    inp: RenderInput, templates_dir: str | None = None
+) -> tuple[RenderOutput, RenderBasis | None]:
+    """`render`, plus the basis the incremental path updates from (None when this template
+    config's renders cannot be updated incrementally; docs/design/incremental.md)."""
+    return _render(inp, templates_dir, keep_basis=True)
+
+
+def _render(
+    inp: RenderInput, templates_dir: str | None, keep_basis: bool
+) -> tuple[RenderOutput, RenderBasis | None]:
+    tdir = templates_dir or str(TEMPLATES_DIR)
+    env = environment(tdir)
+    cfg = inp.template_config or {}
+    spec = cfg.get("spec") if isinstance(cfg, Mapping) else None
+    spec = spec or {}
+    if not isinstance(spec, Mapping):
+        raise RenderError("template config spec is not an object")
+    try:
+        settings = lib.LibrarySettings.from_spec(spec)
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise RenderError(f"spec.templateLibraries: {exc}") from None
+
+    warnings: list[RenderWarning] = []
+    objs = {
+        kind: lib.usable_objects(getattr(inp, kind), kind, warnings)
+        for kind in ("ingresses", "services", "endpointslices", "secrets", "pods")
+    }
+    classes = None
+    if inp.ingressclasses is not None:
+        classes = lib.usable_objects(inp.ingressclasses, "ingressclasses", warnings)
+    ref_warnings: dict[lib.ServiceRef, tuple[RenderWarning, ...]] = {}
+    model, backends, gated_pods = _build_libraries(
+        inp, settings, objs, classes, warnings, ref_warnings
+    )
+    ports_end = len(warnings)
+    ports_span = (ports_end - sum(map(len, ref_warnings.values())), ports_end)
+
+    ctx: dict[str, Any] = {
+        "template_config": cfg,
+        "spec": spec,
+        "libraries": settings,
+        "ingresses": _sorted_objects(objs["ingresses"]),
+        "services": _sorted_objects(objs["services"]),
+        "endpointslices": _sorted_objects(objs["endpointslices"]),
+        "secrets": _sorted_objects(objs["secrets"]),
+        "pods": _sorted_objects(objs["pods"]),
+        "ingressclasses": _sorted_objects(classes or []),
+        "resources": {
+            k: _sorted_objects(lib.usable_objects(v, k, warnings))
+            for k, v in sorted(inp.resources.items())
+        },
+        "http": dict(sorted(inp.http_resources.items())),
+        "extra": spec.get("extraContext") or {},
+        "ingress": model,
+        "backends": backends,
+        "backend_names": frozenset(b.name for b in backends),
+        "certificates": model.certificates,
+        "crt_list": CRT_LIST_PATH if model.certificates else None,
+        "default_certificate": model.default_certificate,
+        "userlists": model.userlists,
+        "maps": INGRESS_MAPS,
+        "default_backend": model.default_backend or lib.NOT_FOUND_BACKEND,
+        "not_found_backend": lib.NOT_FOUND_BACKEND,
+    }
+
+    ctx["backend_settings"] = _backend_settings(env, ctx)
+    ordered = _render_files(env, tdir, spec, settings, model, ctx)
+    output, plan_json = _output(inp, ordered, warnings, gated_pods, model.served, keep_basis)
+    if plan_json is None:
+        return output, None
+    basis = incremental.basis_of(
+        inp,
+        output,
+        settings,
+        model.services,
+        backends,
+        ref_warnings,
+        ports_span,
+        plan_json,
+        model.secrets_read,
+    )
+    return output, basis
+
+
+def _output(
+    inp: RenderInput,
+    ordered: tuple[RenderedFile, ...],
+    warnings: list[RenderWarning],
+    gated_pods: set[str],
+    served: tuple[str, ...],
+    keep_plan_json: bool,
+) -> tuple[RenderOutput, PlanJSON | None]:
     try:
         plan = build_plan(ordered)
     except (UnicodeDecodeError, ValueError) as exc:
         raise RenderError(f"rendered output cannot be planned: {exc}") from None
-    return RenderOutput(
+    # The basis keeps the plan's JSON in pieces; the plan ID is the hash of the same text.
+    plan_json = PlanJSON.of(plan) if keep_plan_json else None
+    output = RenderOutput(
         files=ordered,
         plan=plan,
-        plan_id=plan_id(plan),
+        plan_id=plan_json.plan_id() if plan_json else plan_id(plan),
         checksum=checksum(ordered),
         structure_digest=plan["structure_digest"],
         warnings=tuple(warnings),
         gate_ready_pods=tuple(sorted(gated_pods)),
-        served_ingresses=model.served,
+        served_ingresses=served,
         http_digests=tuple(sorted((n, m.text_digest(b)) for n, b in inp.http_resources.items())),
     )
+    return output, plan_json

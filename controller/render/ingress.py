@@ -158,6 +158,19 @@ def regex_key(host_key: str, path: str) -> str:
     return "^" + re.escape(host_key) + (path[1:] if path.startswith("^") else path)
 
 
+class _LookupRecord(dict):
+    """The Secret index, noting every key looked up (found or not): a change to any other
+    Secret cannot change the render (controller.render.incremental)."""
+
+    def __init__(self, items: Iterable[tuple[Any, Any]]) -> None:
+        super().__init__(items)
+        self.read: set[Any] = set()
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+
 class _Builder:
     """Accumulates one render's routes; a class only to share the tables between steps."""
 
@@ -171,7 +184,7 @@ class _Builder:
         self.settings = settings
         self.warnings = warnings
         self.svc_index = {obj_key(s): s for s in services}
-        self.secret_index = {obj_key(s): s for s in secrets}
+        self.secret_index = _LookupRecord((obj_key(s), s) for s in secrets)
         self.tables: dict[str, dict[str, tuple[str, str]]] = {
             "exact": {},
             "prefix_exact": {},
@@ -459,4 +472,5 @@ def build_ingress_model(
         userlists=tuple(builder.userlists[n] for n in sorted(builder.userlists)),
         ca_files=tuple(sorted(builder.ca_files.items())),
         served=tuple(sorted(builder.served)),
+        secrets_read=frozenset(builder.secret_index.read),
     )

@@ -229,6 +229,8 @@ class IngressModel:
     userlists: tuple[Userlist, ...] = ()
     ca_files: tuple[tuple[str, bytes], ...] = ()  # (path, PEM)
     served: tuple[str, ...] = ()  # "ns/name" of the Ingresses with a route or default
+    # (namespace, name) of every Secret the model looked up, found or not.
+    secrets_read: frozenset[tuple[str, str]] = frozenset()
 
 
 class Server(NamedTuple):
@@ -696,7 +698,7 @@ def _slice_index(
     index: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for sl in endpointslices:
         try:
-            owner = ((sl.get("metadata") or {}).get("labels") or {}).get(SERVICE_NAME_LABEL)
+            owner = slice_owner(sl)
         except AttributeError:
             warn(
                 warnings,
@@ -706,9 +708,18 @@ def _slice_index(
                 "malformed labels; skipped",
             )
             continue
-        if isinstance(owner, str) and owner:
-            index.setdefault((obj_key(sl)[0], owner), []).append(sl)
+        if owner is not None:
+            index.setdefault(owner, []).append(sl)
     return index
+
+
+def slice_owner(sl: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(namespace, Service name) an EndpointSlice belongs to by its service-name label, or
+    None without one. Raises AttributeError for malformed labels."""
+    owner = ((sl.get("metadata") or {}).get("labels") or {}).get(SERVICE_NAME_LABEL)
+    if isinstance(owner, str) and owner:
+        return obj_key(sl)[0], owner
+    return None
 
 
 def _endpoints(
@@ -746,6 +757,44 @@ def _endpoints(
     return sorted(endpoints, key=lambda k: (sort_keys[k], k[1])), endpoints
 
 
+def backend_servers(
+    ordered: Sequence[tuple[str, int]],
+    endpoints: Mapping[tuple[str, int], bool],
+    server_slots: int,
+    previous: Mapping[str, Mapping[str, Any]] | None,
+) -> tuple[Server, ...]:
+    """A backend's servers: its endpoints in slots (kept from `previous`, the backend's
+    servers in the last plan), unused slots as disabled placeholders."""
+    total = slot_count(len(ordered), server_slots)
+    servers = []
+    for i, key in enumerate(_assign_slots(ordered, total, previous), start=1):
+        if key is None:
+            servers.append(_placeholder(i))
+        else:
+            servers.append(Server(f"SRV_{i}", key[0], key[1], 1, endpoints[key]))
+    return tuple(servers)
+
+
+def service_endpoints(
+    spec: RouteBackend,
+    services: Mapping[tuple[str, str], Mapping[str, Any]],
+    slices: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]],
+    pods: Mapping[tuple[str, str], Mapping[str, Any]],
+    settings: LibrarySettings,
+    gated_pods: set[str] | None = None,
+) -> tuple[list[tuple[str, int]], dict[tuple[str, int], bool], tuple[RenderWarning, ...]]:
+    """The endpoints of `spec`'s Service port (address order), which are enabled, and the
+    warnings about them: the part of a backend an EndpointSlice change touches
+    (controller.render.incremental recomputes exactly this)."""
+    ref = spec.ref
+    warnings: list[RenderWarning] = []
+    key = (ref.namespace, ref.service)
+    ordered, endpoints = _endpoints(
+        spec, services.get(key), slices.get(key, ()), pods, settings, warnings, gated_pods
+    )
+    return ordered, endpoints, tuple(warnings)
+
+
 def build_backends(
     specs: Sequence[RouteBackend],
     services: Iterable[Mapping[str, Any]],
@@ -755,6 +804,7 @@ def build_backends(
     warnings: list[RenderWarning],
     previous: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
     gated_pods: set[str] | None = None,
+    ref_warnings: dict[ServiceRef, tuple[RenderWarning, ...]] | None = None,
 ) -> tuple[Backend, ...]:
     """One backend per route backend, servers from its Service's EndpointSlices in slots.
 
@@ -762,6 +812,8 @@ def build_backends(
     it had, so a change touches only the slots of the endpoints that changed. With the
     readiness gate on, `gated_pods` collects the pods holding the gate whose endpoints render
     enabled: once every HAProxy pod runs this render, they may get the condition.
+    `ref_warnings`, when given, receives the warnings of each Service port in the order they
+    were added to `warnings` (the incremental path replaces one port's share).
     """
     svc_index = {obj_key(s): s for s in services}
     slice_index = _slice_index(endpointslices, warnings)
@@ -772,31 +824,23 @@ def build_backends(
     for spec in sorted(specs, key=lambda s: s.name):
         ref = spec.ref
         if ref not in found:
-            found[ref] = _endpoints(
-                spec,
-                svc_index.get((ref.namespace, ref.service)),
-                slice_index.get((ref.namespace, ref.service), ()),
-                pod_index,
-                settings,
-                warnings,
-                gated_pods,
+            ordered, endpoints, ref_warned = service_endpoints(
+                spec, svc_index, slice_index, pod_index, settings, gated_pods
             )
+            found[ref] = ordered, endpoints
+            warnings.extend(ref_warned)
+            if ref_warnings is not None:
+                ref_warnings[ref] = ref_warned
         ordered, endpoints = found[ref]
-        total = slot_count(len(ordered), settings.server_slots)
-        slots = _assign_slots(ordered, total, (previous or {}).get(spec.name))
-        servers = []
-        for i, key in enumerate(slots, start=1):
-            if key is None:
-                servers.append(_placeholder(i))
-            else:
-                servers.append(Server(f"SRV_{i}", key[0], key[1], 1, endpoints[key]))
         backends.append(
             Backend(
                 spec.name,
                 ref.namespace,
                 ref.service,
                 ref.port,
-                tuple(servers),
+                backend_servers(
+                    ordered, endpoints, settings.server_slots, (previous or {}).get(spec.name)
+                ),
                 spec.policy,
                 None if spec.route == ann.DEFAULT_ROUTE or spec.mode == "tcp" else spec.route,
                 _server_options(spec.policy, spec.ca_file),

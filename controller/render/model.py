@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -119,8 +120,9 @@ class RenderedFile:
     kind: str
     content: bytes
 
-    @property
+    @functools.cached_property
     def sha256(self) -> str:
+        # Cached: every plan, checksum and apply manifest asks, per pod.
         return hashlib.sha256(self.content).hexdigest()
 
     @property
@@ -155,6 +157,12 @@ class RenderOutput:
     # (name, sha256 of the body) of every spec.httpResources body this render read: the
     # render gate's verdict on it accepts or refuses exactly those (controller.httpstore).
     http_digests: tuple[tuple[str, str], ...] = ()
+    # (plan ID, runtime operations from it to this output) when the incremental path made
+    # this output from that one (controller.render.incremental): the deployer sends these
+    # to a pod running that plan instead of diffing the whole plan. Not part of identity.
+    runtime_delta: tuple[str, tuple[dict[str, Any], ...]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     def file(self, path: str) -> RenderedFile:
         for f in self.files:

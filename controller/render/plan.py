@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from controller.render.model import RenderedFile
@@ -184,10 +185,74 @@ def build_plan(files: Sequence[RenderedFile]) -> dict[str, Any]:
     }
 
 
+def canonical_json(value: Any) -> str:
+    """The canonical JSON a plan ID hashes: sorted keys, no spaces, ASCII."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
 def plan_id(plan: Mapping[str, Any]) -> str:
     """Hex sha256 of the canonical JSON of a plan."""
-    canonical = json.dumps(plan, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(canonical_json(plan).encode()).hexdigest()
+
+
+def _member(key: str, value: Any) -> str:
+    return f"{canonical_json(key)}:{canonical_json(value)}"
+
+
+@dataclass(frozen=True)
+class PlanJSON:
+    """The canonical JSON of a plan kept in pieces: one per backend, one per other top-level
+    key. Serialising 50,000 server slots costs more than the rest of an endpoint change, so
+    the incremental path (controller.render.incremental) re-serialises only the backends and
+    keys it changed; `text()` is byte for byte `canonical_json(plan)`."""
+
+    members: tuple[str, ...]  # `"name":{servers}` per backend, in name order
+    index: Mapping[str, int]  # backend name -> its position in members
+    others: Mapping[str, str]  # top-level key other than "backends" -> JSON of its value
+
+    @classmethod
+    def of(cls, plan: Mapping[str, Any]) -> PlanJSON:
+        names = sorted(plan["backends"])
+        return cls(
+            tuple(_member(name, plan["backends"][name]) for name in names),
+            {name: i for i, name in enumerate(names)},
+            {key: canonical_json(value) for key, value in plan.items() if key != "backends"},
+        )
+
+    def replaced(
+        self, plan: Mapping[str, Any], backends: Iterable[str], keys: Iterable[str]
+    ) -> PlanJSON:
+        """The pieces of `plan`, which differs from this one only in `backends` (names it
+        already has) and the other top-level `keys`."""
+        members = list(self.members)
+        for name in backends:
+            members[self.index[name]] = _member(name, plan["backends"][name])
+        others = dict(self.others)
+        for key in keys:
+            others[key] = canonical_json(plan[key])
+        return PlanJSON(tuple(members), self.index, others)
+
+    def _pieces(self) -> list[str]:
+        parts = {**self.others, "backends": None}
+        pieces = ["{"]
+        for i, key in enumerate(sorted(parts)):
+            pieces.append(("," if i else "") + canonical_json(key) + ":")
+            if key == "backends":
+                pieces += ["{", ",".join(self.members), "}"]
+            else:
+                pieces.append(parts[key])
+        pieces.append("}")
+        return pieces
+
+    def text(self) -> str:
+        return "".join(self._pieces())
+
+    def plan_id(self) -> str:
+        # Hashed piece by piece: the text of 50,000 slots is megabytes, copied once here.
+        h = hashlib.sha256()
+        for piece in self._pieces():
+            h.update(piece.encode())
+        return h.hexdigest()
 
 
 def runtime_operations(
@@ -224,26 +289,10 @@ def runtime_operations(
     if set(old_backends) != set(new_backends):  # cannot happen with equal digests; be safe
         return None
     for backend in sorted(new_backends):
-        old_servers, new_servers = old_backends[backend], new_backends[backend]
-        if set(old_servers) != set(new_servers):
+        server_ops = server_operations(backend, old_backends[backend], new_backends[backend])
+        if server_ops is None:
             return None
-        for server in sorted(new_servers):
-            new = new_servers[server]
-            if old_servers[server] == new:
-                continue
-            if new["port"] is None:  # a port-less server cannot be set at runtime
-                return None
-            ops.append(
-                {
-                    "op": "set_server",
-                    "backend": backend,
-                    "server": server,
-                    "address": new["address"],
-                    "port": new["port"],
-                    "weight": new["weight"],
-                    "state": "ready" if new["enabled"] else "maint",
-                }
-            )
+        ops += server_ops
     for path in changed_maps:
         old_entries = old_plan["maps"].get(path, {})
         new_entries = new_plan["maps"].get(path, {})
@@ -252,6 +301,36 @@ def runtime_operations(
         for key in sorted(new_entries):
             if old_entries.get(key) != new_entries[key]:
                 ops.append({"op": "map_set", "map": path, "key": key, "value": new_entries[key]})
+    return ops
+
+
+def server_operations(
+    backend: str,
+    old_servers: Mapping[str, Mapping[str, Any]],
+    new_servers: Mapping[str, Mapping[str, Any]],
+) -> list[dict[str, Any]] | None:
+    """`set_server` operations that take one backend's slots from old to new (server name
+    order), or None when the slots differ (a reload)."""
+    if set(old_servers) != set(new_servers):
+        return None
+    ops: list[dict[str, Any]] = []
+    for server in sorted(new_servers):
+        new = new_servers[server]
+        if old_servers[server] == new:
+            continue
+        if new["port"] is None:  # a port-less server cannot be set at runtime
+            return None
+        ops.append(
+            {
+                "op": "set_server",
+                "backend": backend,
+                "server": server,
+                "address": new["address"],
+                "port": new["port"],
+                "weight": new["weight"],
+                "state": "ready" if new["enabled"] else "maint",
+            }
+        )
     return ops
 
 

@@ -6,6 +6,10 @@ The first render of a term waits for the gate's verdict; later ones are dispatch
 while the gate is optimistic, and a refusal that arrives afterwards (`on_verdict`) withdraws
 the output from every use, latches publication, sets the /healthz error, emits an Event and
 has the dispatcher revert the pods that took it to their last-known-good.
+
+An EndpointSlice change is patched into the last output instead of rendered in full, with
+no gate run, and a periodic full render checks that both paths give the same bytes
+(docs/design/incremental.md).
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ import logging
 import time
 
 from controller.health import RECONCILIATION_COORDINATOR
-from controller.metrics import RENDER_DURATION
+from controller.metrics import INCREMENTAL_CHECKS, INCREMENTAL_MISMATCH, RENDER_DURATION, RENDERS
 from controller.publish.ordinary import OrdinaryPublisher
 from controller.recovery import attempt_recovery
-from controller.render import RenderError, RenderInput, RenderOutput, render
+from controller.render import RenderError, RenderInput, RenderOutput, incremental
+from controller.render.engine import render_with_basis
 from controller.rendergate import GateVerdict
 from controller.term.context import TermContext
 from controller.term.dispatcher import LockedScheduler
@@ -26,6 +31,11 @@ from controller.term.host import RecoveryHost
 log = logging.getLogger(__name__)
 
 RENDER_FAILED = "RenderFailed"
+# The incremental path's chain of updates is checked against a full render this often, and
+# after this many updates at the latest (docs/design/incremental.md).
+CONSISTENCY_INTERVAL = 30.0
+CONSISTENCY_UPDATES = 1000
+ACCEPTED_STRUCTURES = 8
 
 
 class Coordinator:
@@ -46,6 +56,17 @@ class Coordinator:
         self._optimistic: set[str] = set()  # checksums dispatched before their verdict
         self._recovering = False
         self._recover_again: str | None = None
+        # The incremental path (docs/design/incremental.md): the basis of the last output,
+        # and the checksum of the last full render the render gate accepted; an update may
+        # skip the gate only when its basis descends from that render.
+        self._basis: incremental.RenderBasis | None = None
+        self._accepted_root: str | None = None
+        # Structures (incremental.structure_key) the gate accepted this term: a full render
+        # with one of them differs from an accepted output only in server slots' runtime
+        # attributes, so that verdict stands and `haproxy -c` does not run again.
+        self._accepted_structures: dict[tuple, None] = {}
+        self._full_at = time.monotonic()
+        self._check_requested = False
 
     @property
     def recovering(self) -> bool:
@@ -76,6 +97,7 @@ class Coordinator:
             with ctx.wake:
                 while not (self._render_requested or ctx.stopping):
                     ctx.wake.wait(timeout=1.0)
+                    self._render_requested = self._render_requested or self._check_due()
                 if ctx.stopping:
                     return
                 self._render_requested = False
@@ -98,6 +120,17 @@ class Coordinator:
             self.ctx.plans.remember(published)
             self.ctx.state.seed = published
 
+    def _check_due(self) -> bool:
+        """Time for the consistency check: incremental updates were made since the last
+        full render, and CONSISTENCY_INTERVAL passed (called with ctx.wake held)."""
+        basis = self._basis
+        if basis is None or basis.updates == 0:
+            return False
+        due = basis.updates >= CONSISTENCY_UPDATES
+        due = due or time.monotonic() - self._full_at >= CONSISTENCY_INTERVAL
+        self._check_requested = self._check_requested or due
+        return due
+
     def render_once(self) -> None:
         ctx, state = self.ctx, self.ctx.state
         kwargs = ctx.snapshot()
@@ -108,31 +141,120 @@ class Coordinator:
         previous = basis.plan if basis else None
         with ctx.wake:
             requested_at, self._requested_at = self._requested_at, None
+            check, self._check_requested = self._check_requested, False
         started = time.monotonic()
+        inp = RenderInput(**kwargs, previous_plan=previous)
+        step = self._incremental(inp, basis)
+        if step is not None and not check:
+            self._dispatch_update(step, requested_at or started)
+            return
         try:
             with RENDER_DURATION.time():
-                output = render(RenderInput(**kwargs, previous_plan=previous))
+                output, self._basis = render_with_basis(inp)
         except RenderError as exc:
+            self._basis = None
             self.render_failed(str(exc))
             return
+        RENDERS.labels("full").inc()
+        self._full_at = time.monotonic()
+        if step is not None and self._consistent(step.output, output):
+            # The same bytes as the chain of updates the gate's verdict covered.
+            with ctx.wake:
+                self._accepted_root = output.checksum
+            if basis is not None and output.checksum == basis.checksum:
+                state.accept(output)  # the basis of the next update is this very object
+                ctx.plans.remember(output)
+                return
+            self._accept_and_dispatch(output, requested_at or started)
+            return
+        self._gate_and_dispatch(output, requested_at or started)
+
+    def _incremental(
+        self, inp: RenderInput, basis_output: RenderOutput | None
+    ) -> incremental.Update | None:
+        """The incremental step to `inp`, when its basis is the output the term dispatches
+        and descends from a render the gate accepted; None: the full render runs."""
+        basis = self._basis
+        with self.ctx.wake:
+            accepted = basis is not None and basis.root_checksum == self._accepted_root
+        if basis is None or not accepted or basis.output is not basis_output:
+            return None
+        if not self.ctx.state.usable(basis.output):
+            return None
+        try:
+            return incremental.update(basis, inp)
+        except Exception:  # a bug here must cost a full render, never the render
+            log.exception("incremental update failed; rendering in full")
+            return None
+
+    def _consistent(self, updated: RenderOutput, full: RenderOutput) -> bool:
+        """The consistency check: the full render must give the incremental path's bytes.
+        On a mismatch the full render's output goes through the gate like any other."""
+        INCREMENTAL_CHECKS.inc()
+        differences = incremental.differences(updated, full)
+        if differences:
+            INCREMENTAL_MISMATCH.inc()
+            log.warning(
+                "incremental output %s differs from the full render %s (%s); using it",
+                updated.plan_id,
+                full.plan_id,
+                ", ".join(differences),
+            )
+        return not differences
+
+    def _dispatch_update(self, step: incremental.Update, requested_at: float) -> None:
+        """An incremental output: only server slots changed, so the structure (and every
+        other file) is the one the gate accepted; no gate run (docs/design/incremental.md)."""
+        ctx, previous = self.ctx, self._basis
+        self._basis = step.basis
+        RENDERS.labels("incremental").inc()
+        if previous is not None and step.output is previous.output:
+            return  # nothing this output renders changed
+        if ctx.report_warnings is not None and step.output.warnings != previous.output.warnings:
+            ctx.report_warnings(step.output)
+        self._accept_and_dispatch(step.output, requested_at)
+
+    def _gate_and_dispatch(self, output: RenderOutput, requested_at: float) -> None:
+        ctx = self.ctx
         if ctx.report_warnings is not None:
             ctx.report_warnings(output)
+        key = incremental.structure_key(output)
+        with ctx.wake:
+            known = key in self._accepted_structures
+            if known:
+                self._accepted_root = output.checksum
+        if known:  # the verdict on this structure stands (never a term's first render)
+            self._accept_and_dispatch(output, requested_at)
+            return
         first = not self._first_render_done
         verdict = ctx.gate.check_before_dispatch(output, term_first_render=first)
         self._first_render_done = True
         if verdict is not None and not verdict.accepted:
             self.render_failed(f"render gate refused the configuration: {verdict.output}")
             return
-        if verdict is None:
-            with ctx.wake:
+        with ctx.wake:
+            if verdict is None:
                 self._optimistic.add(output.checksum)
-        if not state.accept(output):
+            else:
+                self._accepted(output)
+        self._accept_and_dispatch(output, requested_at)
+
+    def _accepted(self, output: RenderOutput) -> None:
+        """The gate accepted `output` (called with ctx.wake held)."""
+        self._accepted_root = output.checksum
+        self._accepted_structures[incremental.structure_key(output)] = None
+        while len(self._accepted_structures) > ACCEPTED_STRUCTURES:
+            del self._accepted_structures[next(iter(self._accepted_structures))]
+
+    def _accept_and_dispatch(self, output: RenderOutput, requested_at: float) -> None:
+        ctx = self.ctx
+        if not ctx.state.accept(output):
             self.render_failed(f"render gate refused the configuration of {output.plan_id}")
             return
         ctx.health.set_error(RECONCILIATION_COORDINATOR, None)
         ctx.plans.remember(output)
         # haptic_convergence_seconds runs from the request this render served.
-        ctx.state.converging(output.checksum, requested_at or started)
+        ctx.state.converging(output.checksum, requested_at)
         self.scheduler.submit(output.plan_id, output)
         ctx.notify()
 
@@ -142,6 +264,8 @@ class Coordinator:
             if output.checksum not in self._optimistic:
                 return  # waited for (handled in render_once), or another term's render
             self._optimistic.discard(output.checksum)
+            if verdict.accepted:
+                self._accepted(output)
         if verdict.accepted or not self.ctx.alive():
             return
         self.ctx.state.refuse(output)

@@ -175,6 +175,7 @@ class Dispatcher:
                     ctx.wake.wait(timeout=min(wait, 1.0))
 
     def _dispatch(self, action: Dispatch[RenderOutput]) -> None:
+        self.ctx.plans.dispatched(action.plan_id)  # pods will run it: keep it known
         try:
             assert self.ctx.run_deployment is not None
             results = self.ctx.run_deployment(action.output, None)

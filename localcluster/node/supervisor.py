@@ -50,11 +50,14 @@ class ContainerProcess:
         return self.popen.poll()
 
     def signal(self, sig: int) -> None:
-        signal_group(self.pid, sig)
+        # A reaped leader's id is free for the next process (poll() killed its group first):
+        # signalling it could hit an unrelated session leader.
+        if self.popen.returncode is None:
+            signal_group(self.pid, sig)
 
     def kill(self) -> None:
         """SIGKILL the group and reap the leader."""
-        signal_group(self.pid, signal.SIGKILL)
+        self.signal(signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=5)
 

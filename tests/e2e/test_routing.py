@@ -123,6 +123,54 @@ def test_scaling_the_backend_changes_servers_without_a_reload(system: System) ->
     } == reloads
 
 
+def _renders(system: System, leader: str) -> dict[str, float]:
+    """The leader's haptic_renders_total by path and its incremental mismatch count."""
+    out = {"full": 0.0, "incremental": 0.0, "mismatch": 0.0}
+    for line in system.health(leader, "/metrics").text.splitlines():
+        for path in ("full", "incremental"):
+            if line.startswith(f'haptic_renders_total{{path="{path}"}} '):
+                out[path] = float(line.split()[1])
+        if line.startswith("haptic_incremental_mismatch_total "):
+            out["mismatch"] = float(line.split()[1])
+    return out
+
+
+def test_an_endpoint_change_is_served_without_a_full_render_or_a_reload(system: System) -> None:
+    # docs/design/incremental.md: the EndpointSlice change is patched into the last output
+    # and reaches the real HAProxy runtime API through the agents.
+    wait_for(lambda: system.serves("x.example", "echo-"), 90, what="x.example served")
+    system.scale("echo", 2)
+    wait_for(lambda: len(_backend_names(system, "x.example", 10)) == 2, 90, what="two backends")
+    leader = wait_for(lambda: system.leader() in system.controllers and system.leader(), 30)
+
+    # Quiet first: whatever the last changes started (status writes...) has settled.
+    def settled() -> dict[str, float] | None:
+        first = _renders(system, leader)
+        time.sleep(1.0)
+        return first if _renders(system, leader) == first else None
+
+    before = wait_for(settled, 30, what="renders settled")
+    workers = _workers(system)
+    reloads = {
+        p.metadata.name: system.agent_state(p).reload_count
+        for p in system.haproxy_pods(ready_only=False)
+    }
+    system.scale("echo", 3)
+    wait_for(
+        lambda: len(_backend_names(system, "x.example", 10)) == 3, 90, what="three backends serving"
+    )
+    after = _renders(system, leader)
+    assert system.leader() == leader
+    assert after["full"] == before["full"]  # no full render, no `haproxy -c`
+    assert after["incremental"] > before["incremental"]
+    assert after["mismatch"] == 0
+    assert _workers(system) == workers
+    assert {
+        p.metadata.name: system.agent_state(p).reload_count
+        for p in system.haproxy_pods(ready_only=False)
+    } == reloads
+
+
 def test_a_new_haproxy_pod_gets_the_config_without_any_other_change(system: System) -> None:
     wait_for(lambda: system.serves("x.example", "echo-"), 90, what="x.example served")
     system.scale("haproxy", 3)

@@ -79,3 +79,22 @@ def test_main_process_exit_ends_the_whole_container(tmp_path: Path) -> None:
         wait_for(lambda: child not in pids_with_env(**{MARKER_ENV: marker}), what="child killed")
     finally:
         sweep(marker)
+
+
+def test_no_signal_goes_to_the_id_of_a_reaped_container(tmp_path: Path, monkeypatch) -> None:
+    # Once the leader is reaped its id is free: on a busy machine (pid_max 32768 wraps in
+    # minutes) the next session leader may get it, and a probe kill or a stop signalling the
+    # old id would hit that process (a benchmark's controller got SIGTERM from its node).
+    marker = str(tmp_path)
+    proc = ContainerProcess(
+        ["true"], tmp_path, dict(os.environ, **{MARKER_ENV: marker}), tmp_path / "c.log"
+    )
+    try:
+        assert wait_for(lambda: proc.poll() is not None, what="exit") is not None
+        sent: list[tuple[int, int]] = []
+        monkeypatch.setattr(os, "killpg", lambda pgid, sig: sent.append((pgid, sig)))
+        proc.signal(signal.SIGTERM)
+        proc.kill()
+        assert sent == []
+    finally:
+        sweep(marker)

@@ -233,3 +233,10 @@ def test_gauge_value_reads_the_unlabelled_sample() -> None:
     )
     assert gauge_value(text, "haptic_retained_config_active") == 1.0
     assert gauge_value("", "haptic_retained_config_active") is None
+
+
+def test_incremental_mismatches_are_violations() -> None:
+    result = inv.check_incremental_agrees([(1, "c0", 0.0), (2, "c1", 2.0), (3, "c0", None)])
+    assert result.checked == 2
+    assert result.violations == ["t=2.000 c1: 2 mismatches"]
+    assert result.notes == {"unread": 1}

@@ -4,6 +4,7 @@ fenced, through the local API server over HTTP; the decision as a property."""
 from __future__ import annotations
 
 import subprocess
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -93,6 +94,39 @@ def test_served_ingresses_get_the_fleet_addresses_and_lose_them_after(api, api_c
     with pytest.raises(StaleTerm):
         writer.apply(out)
     assert _status(net, ns, "served") == both
+
+
+def test_apply_later_returns_at_once_and_writes_the_newest_output(
+    api, api_client, namespace
+) -> None:
+    net = client.NetworkingV1Api(api_client)
+    for name in ("a", "b"):
+        net.create_namespaced_ingress(namespace, ingress(name), _request_timeout=T)
+    valid = [True]
+
+    def listed() -> list[dict]:
+        items = net.list_namespaced_ingress(namespace, _request_timeout=T).items
+        return [api_client.sanitize_for_serialization(i) for i in items]
+
+    writer = IngressStatusWriter(
+        api_client,
+        listed,
+        lambda: ["127.0.0.21"],
+        term_valid=lambda: valid[0],
+        check_term=lambda: None,
+    )
+    writer.apply_later(SimpleNamespace(served_ingresses=(f"{namespace}/a",)))
+    writer.apply_later(SimpleNamespace(served_ingresses=(f"{namespace}/b",)))
+    deadline = time.monotonic() + 30
+    while _status(net, namespace, "b") != [("127.0.0.21", None)]:
+        assert time.monotonic() < deadline, "the newest output's status was not written"
+        time.sleep(0.1)
+    # "a" is not served by the newest output: written and cleared again, or never written.
+    assert _status(net, namespace, "a") == []
+    valid[0] = False  # the term ended: the writer's thread stops
+    assert writer._thread is not None
+    writer._thread.join(5)
+    assert not writer._thread.is_alive()
 
 
 def test_publish_service_addresses_win_over_pod_ips() -> None:
