@@ -32,8 +32,8 @@ from bench.bench_convergence import (
     until_every_pod,
 )
 from bench.harness import summarize
-from haptic_site import stack
-from haptic_site.stack import wait_for
+from devstack import stack
+from devstack.stack import wait_for
 from tests.e2e.harness import System, start_system
 
 INGRESSES = 800
