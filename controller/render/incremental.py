@@ -21,6 +21,7 @@ stays and the render gate's verdict on the basis stands.
 
 from __future__ import annotations
 
+import copy
 import operator
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -62,6 +63,9 @@ class RenderBasis:
     root_checksum: str  # checksum of the full render this basis descends from
     secrets_read: frozenset[Key] = frozenset()  # the only Secrets the render depends on
     updates: int = 0  # incremental updates since that full render
+    # A copy of the template config's spec as rendered: a caller that changes the one object
+    # in place must still take the full render (the inputs' identity would not show it).
+    template_spec: Any = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,7 @@ def basis_of(
         plan_json=plan_json,
         root_checksum=output.checksum,
         secrets_read=secrets_read,
+        template_spec=copy.deepcopy((inp.template_config or {}).get("spec")),
     )
 
 
@@ -293,6 +298,8 @@ def _regroup(
 def update(basis: RenderBasis, inp: RenderInput) -> Update | None:
     """The incremental step from `basis` to `inp`, or None for the full render."""
     if inp.previous_plan is not basis.output.plan:
+        return None
+    if (inp.template_config or {}).get("spec") != basis.template_spec:
         return None
     if not others_unchanged(basis.inputs, inp, basis.secrets_read):
         return None

@@ -194,7 +194,9 @@ def test_decide_properties(
     assert written.holder == identity
     if decision.action is Action.RENEW:
         assert record is not None and my_epoch == record.epoch == written.epoch
-        assert written.lease_duration_seconds == record.lease_duration_seconds
+        # A renewal writes the duration of the timings in force (they follow the template).
+        assert written.lease_duration_seconds == duration
+        assert written.acquire_time == record.acquire_time
     else:
         # Every new term is fenced above every earlier one, and above all we have seen.
         assert written.epoch == max(previous_epoch, floor) + 1
