@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import RESULTS_DIR, machine
+from controller.election.timing import DEFAULT_LEASE_NAME
 from haptic_site import stack
 from soak import invariants as inv
 from soak.faults import FaultLog, Faults
@@ -32,7 +33,8 @@ from soak.services import Postgres, Redis
 HOSTS = {"x.example": "alpha-", "y.example": "beta-"}  # host -> body prefix of its backend
 REPLICAS = 3
 FAILURE_GRACE = 3.0  # ADR-0034: fast failures within one 3 s single-change budget
-LEADER_GRACE = 8.0  # short timings: lease 4 s + retry 0.5 s, plus the sampler's period
+LEADER_GRACE = 8.0
+AUDIT_LOG = "audit.jsonl"  # short timings: lease 4 s + retry 0.5 s, plus the sampler's period
 
 
 def log(message: str) -> None:
@@ -102,6 +104,23 @@ def check_mirror(sampler: Sampler, database_url: str, wait: float = 30.0) -> inv
         time.sleep(2)
 
 
+# -- the API server's audit log --------------------------------------------------------------
+
+
+def audited_api(workdir: Path) -> Any:
+    """The local API server, logging every mutating request with its User-Agent (each
+    replica's names it: controller.election.identity)."""
+    from localcluster.testing import ApiServer
+
+    state_dir = workdir / "cluster"
+    state_dir.mkdir()
+    return ApiServer.start(state_dir, extra_args=["--audit-log", str(state_dir / AUDIT_LOG)])
+
+
+def audit_path(api: Any) -> Path:
+    return Path(api.state_dir) / AUDIT_LOG
+
+
 # -- controller logs -----------------------------------------------------------------------
 
 
@@ -151,7 +170,9 @@ def run(minutes: float, seed: int, report_path: Path) -> int:
             os.environ["REDIS_URL"] = redis.url
             if postgres:
                 os.environ["DATABASE_URL"] = postgres.url
-            system = start_system("soak", haproxy_replicas=REPLICAS, controllers=2)
+            system = start_system(
+                "soak", haproxy_replicas=REPLICAS, controllers=2, api=audited_api(workdir)
+            )
             log(f"stack up; logs in {system.log_dir}")
             if postgres:
                 migrate(postgres.url, system.log_dir)
@@ -268,6 +289,10 @@ def check_all(
     if system is not None:
         entries = [e for e in lease_log_entries(system.log_dir) if e[0] <= ended]
         results.append(inv.check_lease_renewals(entries, windows, LEADER_GRACE))
+        audit = audit_path(system.api)
+        shutil.copy(audit, system.log_dir / AUDIT_LOG)  # the temp dir goes at the end
+        writes = inv.parse_audit(audit.read_text().splitlines())
+        results.append(inv.check_no_write_after_release(writes, DEFAULT_LEASE_NAME))
     if mirror is not None and sampler is not None and postgres is not None:
         results.append(check_mirror(sampler, postgres.url))
     else:
