@@ -79,6 +79,28 @@ WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 TERM_WORK = 3  # dispatches a live term makes before a rule may end it
 
 
+# The request hook of each term's client, by its User-Agent (TermModel._recording_client).
+RECORDERS: dict[str, Callable[[str, str], None]] = {}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def record_by_user_agent() -> Iterator[None]:
+    """Every request of a client whose User-Agent names a model term goes through that
+    term's hook first, whichever copy of the client sends it."""
+    original = kubernetes.client.ApiClient.call_api
+
+    def call_api(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        hook = RECORDERS.get(self.user_agent)
+        if hook is not None:
+            hook(method, url)
+        return original(self, method, url, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kubernetes.client.ApiClient, "call_api", call_api)
+        yield
+    RECORDERS.clear()
+
+
 @pytest.fixture(scope="module")
 def api() -> Iterator[ApiServer]:
     with ApiServer.start() as server:
@@ -233,11 +255,15 @@ class TermModel(RuleBasedStateMachine):
 
     def _recording_client(self, key: tuple[str, int]) -> Any:
         """An API client of its own for one term: every write it sends is recorded, and the
-        first request touching a checkpoint may run an interleaved step first."""
-        api_client = self.server.api_client()
-        original = api_client.call_api
+        first request touching a checkpoint may run an interleaved step first.
 
-        def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        Recorded by the client's User-Agent (record_by_user_agent), not by wrapping this
+        client object: the term's components make bounded copies of it (the publisher's,
+        the elector's), which keep the User-Agent as a replica's keep its identity."""
+        api_client = self.server.api_client()
+        api_client.user_agent = f"haptic-model/{self.name}/{key[0]}/{key[1]}"
+
+        def request(method: str, url: str) -> None:
             if "-cp-" in url and self.interleave is not None:
                 step, self.interleave = self.interleave, None
                 step()
@@ -245,9 +271,8 @@ class TermModel(RuleBasedStateMachine):
                 path = url.split("://", 1)[-1].split("/", 1)[-1]
                 with self.clock_lock:
                     self.writes.append(inv.Write(key, self.now, method, path))
-            return original(method, url, *args, **kwargs)
 
-        api_client.call_api = request
+        RECORDERS[api_client.user_agent] = request
         return api_client
 
     def _set_leader(self, holder: str | None, epoch: int | None = None) -> None:
@@ -712,6 +737,8 @@ class TermModel(RuleBasedStateMachine):
         assert not found, "\n".join(found)
 
     def teardown(self) -> None:
+        for agent in [a for a in RECORDERS if a.startswith(f"haptic-model/{self.name}/")]:
+            del RECORDERS[agent]
         for term in self.terms:
             with contextlib.suppress(Exception):
                 term.pipeline.stop(drain=False)
