@@ -70,6 +70,16 @@ def start_mirror(kubeconfig: Path, database_url: str, log_dir: Path) -> stack.Pr
     return stack.Process("mirror", argv, mirror_env(database_url), log_dir / "mirror.log").start()
 
 
+def wait_mirror_listed(mirror: stack.Process, timeout: float = 120.0) -> None:
+    """Until the mirror has listed the HAProxyCfgs and the Events (its log says so)."""
+
+    def listed() -> bool:
+        text = Path(mirror.log_path).read_text(errors="replace")
+        return all(f"{stack.NAMESPACE}/{kind} listed" in text for kind in ("haproxycfgs", "events"))
+
+    stack.wait_for(listed, timeout, interval=0.5, what="the mirror's first list")
+
+
 def mirrored(database_url: str) -> dict[str, set[str]]:
     import psycopg
 
@@ -136,7 +146,7 @@ def lease_log_entries(log_dir: Path) -> list[tuple[float, str, str, str]]:
 # -- the run -------------------------------------------------------------------------------
 
 
-def run(minutes: float, seed: int, report_path: Path) -> int:
+def run(minutes: float, seed: int, report_path: Path, hub_rounds: int = 1) -> int:
     from tests.e2e.harness import start_system
 
     rng = random.Random(seed)
@@ -177,6 +187,9 @@ def run(minutes: float, seed: int, report_path: Path) -> int:
             if postgres:
                 migrate(postgres.url, system.log_dir)
                 mirror = start_mirror(system.api.kubeconfig, postgres.url, system.log_dir)
+                # Sample only what the mirror can see: a receipt the sampler read before the
+                # mirror's first list may already be replaced (it cost 3 "lost" receipts).
+                wait_mirror_listed(mirror)
             else:
                 skipped["mirror"] = "no private database for the mirror"
             system.apply(stack.backend("alpha", replicas=1))
@@ -186,7 +199,10 @@ def run(minutes: float, seed: int, report_path: Path) -> int:
             sampler = Sampler(str(system.api.kubeconfig), system.token)
             sampler.start()
             faults = Faults(system, sampler, rng, HOSTS, REPLICAS, redis, postgres)
-            stack.wait_for(faults.healthy, 240, interval=1, what="initial convergence")
+            try:
+                stack.wait_for(faults.healthy, 240, interval=1, what="initial convergence")
+            except TimeoutError as exc:
+                raise TimeoutError(f"{exc} ({faults.unhealthy})") from None
             # Judge from the converged fleet on: the first deployments come in a burst
             # (backends turning Ready) faster than the sampler reads the intent.
             judged_from = max(0, len(sampler.samples) - 1)
@@ -226,6 +242,11 @@ def run(minutes: float, seed: int, report_path: Path) -> int:
             postgres.stop()
         redis.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+    if hub_rounds and not broke_down:
+        hub_log: list[FaultLog] = faults.log if faults is not None else []
+        hub_results, hub_broke = run_hub_rounds(hub_rounds, hub_log)
+        results += hub_results
+        broke_down += hub_broke
     report = build_report(
         minutes, seed, started, ended, faults, windows, results, load, sampler, skipped, broke_down
     )
@@ -238,6 +259,34 @@ def run(minutes: float, seed: int, report_path: Path) -> int:
     if broke_down:
         return 2
     return 1 if report["violations"] else 0
+
+
+def run_hub_rounds(rounds: int, fault_log: list[FaultLog]) -> tuple[list[inv.Result], str]:
+    """The hub fault (soak/hub.py), after the main phase: results and a breakdown, if any."""
+    from soak import hub
+
+    done: list[inv.PromotionRound] = []
+    skipped: list[str] = []
+    broke_down = ""
+    for i in range(rounds):
+        log(f"hub round {i + 1}: {hub.KIND}")
+        try:
+            promotion, entry = hub.promotion_round(f"soak-hub-{i + 1}", log)
+        except hub.RoundSkipped as exc:
+            log(f"  skipped: {exc}")
+            skipped.append(str(exc))
+            continue
+        except Exception:
+            broke_down += traceback.format_exc()
+            log("hub round broke down:\n" + broke_down)
+            break
+        done.append(promotion)
+        fault_log.append(entry)
+    results = inv.check_promoted_recovery(done)
+    for result in results:
+        result.ran = bool(done)
+        result.notes = {"rounds": len(done), **({"skipped": skipped} if skipped else {})}
+    return results, broke_down
 
 
 def run_faults(faults: Faults, rng: random.Random, minutes: float, windows: list) -> None:
@@ -467,6 +516,13 @@ def main(argv: list[str] | None = None) -> int:
         "--seeds", default=None, help="comma-separated seeds, one run each (e.g. 1,2,3)"
     )
     parser.add_argument("--report", type=Path, default=RESULTS_DIR / "soak.json")
+    parser.add_argument(
+        "--hub-rounds",
+        type=int,
+        default=1,
+        help="rounds of 'promote the Standby while rendering is broken' per seed, each on a "
+        "fresh hub topology after the main phase (0: none)",
+    )
     args = parser.parse_args(argv)
     if not 0 < args.minutes <= 120:
         parser.error("--minutes must be in (0, 120]")
@@ -485,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"seed {seed}")
         path = seed_report_path(args.report, seed, several)
         paths.append(path)
-        status = max(status, run(args.minutes, seed, path))
+        status = max(status, run(args.minutes, seed, path, args.hub_rounds))
     if several:
         write_summary(paths, args.report.with_suffix(".md"))
         log(f"summary: {args.report.with_suffix('.md')}")

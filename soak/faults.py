@@ -74,6 +74,7 @@ class Faults:
         self.gamma = False  # whether the third Ingress exists (ingress_change toggles it)
         # (time, controller, value) of haptic_retained_config_active after each convergence
         self.gauge_readings: list[tuple[float, str, float | None]] = []
+        self.unhealthy = "not judged yet"
 
     def kinds(self) -> dict[str, Callable[[FaultLog], list[Window]]]:
         kinds: dict[str, Callable[[FaultLog], list[Window]]] = {
@@ -103,17 +104,27 @@ class Faults:
         """Every HAProxy pod Ready, on the intended checksum with a live worker and no
         invariant violation, and answering 200 for every host, in a sample taken after
         `since` (an older sample would still show the fleet from before the fault)."""
+        self.unhealthy = self._unhealthy(replicas, since)
+        return not self.unhealthy
+
+    def _unhealthy(self, replicas: int | None, since: float) -> str:
+        """Why the fleet is not healthy yet ("" when it is): said when a wait times out."""
         snap = self.sampler.latest()
         want = replicas if replicas is not None else self.replicas
         if snap.intent is None or len(snap.pods) != want or snap.t < since:
-            return False
+            return f"intent {snap.intent}, {len(snap.pods)} of {want} pods, sample at {snap.t}"
         for pod in snap.pods:
             if not pod.ready or pod.applied_checksum != snap.intent or pod.invariant_violation:
-                return False
+                return f"{pod.name}: ready {pod.ready}, runs {pod.applied_checksum}, " + (
+                    f"intent {snap.intent}, violation {pod.invariant_violation}"
+                )
             if not pod.worker_pid:
-                return False
+                return f"{pod.name}: no haproxy worker"
         pods = self.system.haproxy_pods(ready_only=False)
-        return all(self.system.serves(host, expect, pods) for host, expect in self.hosts.items())
+        for host, expect in self.hosts.items():
+            if not self.system.serves(host, expect, pods):
+                return f"{host} not served by every pod"
+        return ""
 
     def wait_healthy(self, entry: FaultLog, since: float, replicas: int | None = None) -> float:
         deadline = time.monotonic() + HEAL_TIMEOUT

@@ -463,3 +463,44 @@ def _lease_changed(
         # A deleted Lease now held by another: its old holder's term is certainly over.
         lost = {r: f"taken by {new}" if how == "deleted" else how for r, how in lost.items()}
     return new, lost
+
+
+# -- a promoted Standby recovers from the Active's checkpoints -------------------------------
+
+
+@dataclass(frozen=True)
+class PromotionRound:
+    """One "promote the Standby while rendering is broken" round (soak/hub.py): what each
+    HAProxy pod ran (checksum, writer's identity) before the Active died and after the
+    promoted side settled, and what the replacement pod ran once Ready (None: never)."""
+
+    t: float
+    intent: str  # the checksum the Active's intent named when it died
+    promoted: str  # the Standby's identity
+    before: dict[str, tuple[str | None, str | None]]
+    after: dict[str, tuple[str | None, str | None]]
+    replacement: tuple[str | None, str | None] | None
+
+
+def check_promoted_recovery(rounds: Sequence[PromotionRound]) -> list[Result]:
+    """A replacement pod recovers the Active's last intent through the promoted Standby
+    (never an older checkpoint, never nothing), and the pods that ran it are given
+    nothing (recovery is only for bootstrap pods)."""
+    recovered = Result("a promoted Standby recovers a replacement pod to the Active's intent")
+    untouched = Result("a promoted Standby's recovery leaves configured pods alone")
+    for r in rounds:
+        recovered.checked += 1
+        if r.replacement is None:
+            recovered.violations.append(f"t={r.t:.3f} the replacement pod never became Ready")
+        elif r.replacement != (r.intent, r.promoted):
+            recovered.violations.append(
+                f"t={r.t:.3f} the replacement pod runs {r.replacement[0]} written by "
+                f"{r.replacement[1]}; the Active's intent named {r.intent}"
+            )
+        for pod, ran in r.before.items():
+            untouched.checked += 1
+            if r.after.get(pod) != ran:
+                untouched.violations.append(
+                    f"t={r.t:.3f} {pod} ran {ran} before the promotion, {r.after.get(pod)} after"
+                )
+    return [recovered, untouched]

@@ -11,6 +11,7 @@ Shared by tests/hub/test_promoted_controller.py and bench/bench_fleet_failover.p
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -19,6 +20,9 @@ from pathlib import Path
 import kubernetes
 from kubernetes.client.exceptions import ApiException
 
+from controller.retained.checkpoint import checkpoint_name
+from controller.retained.intent import INTENT_ANNOTATION, MIRRORED_INTENT_ANNOTATION
+from controller.retained.store import retained_lease_name
 from haptic_site import stack
 from localcluster.testing import ApiServer
 from tests.e2e.harness import System, start_system
@@ -30,6 +34,9 @@ HUB = {"lease_duration": 2.0, "renew_deadline": 1.5, "retry_period": 0.5, "paddi
        "promotion_dial_timeout": 0.3, "promotion_grace_period": 2.0, "publish_interval": 5.0,
        "mirror_prune_interval": 1.0}  # fmt: skip
 BUDGET = HUB["lease_duration"] + HUB["padding_seconds"] + HUB["retry_period"] + 1.0
+GROUP, VERSION = "haproxy-haptic.org", "v1alpha1"
+TEMPLATE = "haptic"
+BROKEN = "{{ this template does not parse"
 
 
 @dataclass
@@ -69,6 +76,58 @@ class ControlPlanes:
     def applied_holders(self) -> set[str | None]:
         """Who wrote what each HAProxy pod's agent last applied."""
         return {t.get("holder") for t in self.applied_tokens().values()}
+
+
+def custom_object(api: ApiServer, plural: str, name: str) -> dict | None:
+    try:
+        return kubernetes.client.CustomObjectsApi(api.api_client()).get_namespaced_custom_object(
+            GROUP, VERSION, NS, plural, name, _request_timeout=5
+        )
+    except ApiException:
+        return None
+
+
+def intents(api: ApiServer) -> dict:
+    """The intent and the mirrored intent (the floor) on a cluster's retained-state Lease."""
+    leases = kubernetes.client.CoordinationV1Api(api.api_client())
+    try:
+        lease = leases.read_namespaced_lease(retained_lease_name(TEMPLATE), NS)
+    except ApiException:
+        return {}
+    annotations = lease.metadata.annotations or {}
+    return {
+        key: json.loads(annotations[key])
+        for key in (INTENT_ANNOTATION, MIRRORED_INTENT_ANNOTATION)
+        if key in annotations
+    }
+
+
+def mirrored_for_recovery(b: ApiServer, checksum: str) -> bool:
+    """B holds the re-parented checkpoint of `checksum`, the pointer to its copy, and it as
+    the floor (still carried, or adopted already)."""
+    template = custom_object(b, "haproxytemplateconfigs", TEMPLATE)
+    copy_ = custom_object(b, "haproxycfgs", checkpoint_name(TEMPLATE, checksum))
+    ordinary = custom_object(b, "haproxycfgs", TEMPLATE)
+    if template is None or copy_ is None or ordinary is None:
+        return False
+    uid = template["metadata"]["uid"]
+    pointers = (ordinary.get("status") or {}).get("retainedConfigs") or []
+    floors = intents(b)
+    return (
+        copy_["spec"]["templateUID"] == uid
+        and copy_["metadata"]["ownerReferences"][0]["uid"] == uid
+        and any(p["uid"] == copy_["metadata"]["uid"] for p in pointers)
+        and any(f.get("checksum") == checksum for f in floors.values())
+    )
+
+
+def break_rendering(api: ApiServer) -> None:
+    """The cluster's template no longer parses (on B: the mirror leaves its copy alone
+    until the Active's template changes)."""
+    kubernetes.client.CustomObjectsApi(api.api_client()).patch_namespaced_custom_object(
+        GROUP, VERSION, NS, "haproxytemplateconfigs", TEMPLATE,
+        {"spec": {"haproxyConfig": {"template": BROKEN}}},
+    )  # fmt: skip
 
 
 def _hub_env(role: str, own: ApiServer, ca: Path, suffix: str) -> dict[str, str]:

@@ -326,3 +326,34 @@ def test_the_audit_log_is_read_with_the_writers_identity() -> None:
     assert [w.t for w in writes] == [1.0, 2.0, 3.0]
     assert writes[0].holder == "c-1" and writes[0].lease == "haptic-leader"
     assert writes[1].writer == "c-1" and writes[1].lease is None and writes[2].writer is None
+
+
+def promotion(**changes: object) -> inv.PromotionRound:
+    fields: dict = {
+        "t": 1.0,
+        "intent": "sha256:p",
+        "promoted": "ctl-b-0",
+        "before": {"h-0": ("sha256:p", "ctl-a-0"), "h-1": ("sha256:p", "ctl-a-0")},
+        "after": {"h-0": ("sha256:p", "ctl-a-0"), "h-1": ("sha256:p", "ctl-a-0")},
+        "replacement": ("sha256:p", "ctl-b-0"),
+    }
+    return inv.PromotionRound(**(fields | changes))
+
+
+def test_a_promoted_standby_round_that_recovers_the_intent_passes() -> None:
+    recovered, untouched = inv.check_promoted_recovery([promotion()])
+    assert recovered.ok and recovered.checked == 1
+    assert untouched.ok and untouched.checked == 2
+
+
+def test_a_promoted_standby_round_that_recovers_wrongly_is_flagged() -> None:
+    rounds = [
+        promotion(replacement=None),  # never Ready
+        promotion(replacement=("sha256:older", "ctl-b-0")),  # an older checkpoint
+        promotion(after={"h-0": ("sha256:p", "ctl-b-0"), "h-1": ("sha256:p", "ctl-a-0")}),
+    ]
+    recovered, untouched = inv.check_promoted_recovery(rounds)
+    assert len(recovered.violations) == 2
+    assert "never became Ready" in recovered.violations[0]
+    assert "sha256:older" in recovered.violations[1]
+    assert len(untouched.violations) == 1 and "h-0" in untouched.violations[0]
