@@ -117,14 +117,23 @@ def check_mirror(sampler: Sampler, database_url: str, wait: float = 30.0) -> inv
 # -- the API server's audit log --------------------------------------------------------------
 
 
-def audited_api(workdir: Path) -> Any:
+def audited_api() -> Any:
     """The local API server, logging every mutating request with its User-Agent (each
-    replica's names it: controller.election.identity)."""
+    replica's names it: controller.election.identity). Its state directory is as short as
+    start_system's own: pods keep their haproxy sockets under it, and a socket path may
+    not exceed 97 bytes (a longer one had every haproxy refuse its configuration)."""
     from localcluster.testing import ApiServer
 
-    state_dir = workdir / "cluster"
-    state_dir.mkdir()
+    state_dir = Path(tempfile.mkdtemp(prefix="haptic-e2e-"))  # removed by System.stop()
     return ApiServer.start(state_dir, extra_args=["--audit-log", str(state_dir / AUDIT_LOG)])
+
+
+def keep_pod_logs(system: Any) -> None:
+    """Copy the pods' container logs beside the controllers' (the cluster's state goes)."""
+    for log_file in Path(system.api.state_dir).glob("**/pods/*/*/*.log"):
+        target = system.log_dir / "pods" / log_file.parent.name / log_file.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(log_file, target)
 
 
 def audit_path(api: Any) -> Path:
@@ -181,7 +190,7 @@ def run(minutes: float, seed: int, report_path: Path, hub_rounds: int = 1) -> in
             if postgres:
                 os.environ["DATABASE_URL"] = postgres.url
             system = start_system(
-                "soak", haproxy_replicas=REPLICAS, controllers=2, api=audited_api(workdir)
+                "soak", haproxy_replicas=REPLICAS, controllers=2, api=audited_api()
             )
             log(f"stack up; logs in {system.log_dir}")
             if postgres:
@@ -237,6 +246,8 @@ def run(minutes: float, seed: int, report_path: Path, hub_rounds: int = 1) -> in
         if mirror is not None:
             mirror.stop(grace=10)
         if system is not None:
+            if broke_down:
+                keep_pod_logs(system)
             system.stop()
         if postgres is not None:
             postgres.stop()
