@@ -56,7 +56,7 @@ from controller.publish.kube import Objects
 from controller.render import RenderOutput
 from controller.rendergate import RenderGate
 from controller.retained.checkpoint import TemplateRef
-from controller.retained.intent import EPOCH_ANNOTATION, INTENT_ANNOTATION
+from controller.retained.intent import EPOCH_ANNOTATION, INTENT_ANNOTATION, DeploymentIntent
 from controller.retained.store import RetainedStateStore
 from controller.term.publisher import PublicationStopped
 from controller.watch.discovery import DiscoveredPod
@@ -77,6 +77,7 @@ WAIT = 30.0  # bound on every wait for a pipeline thread; a hang fails the examp
 BROKEN_TEMPLATE = "{% if %}"
 WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 TERM_WORK = 3  # dispatches a live term makes before a rule may end it
+MAX_PODS = 4  # more pods add steps to every deployment, not new interleavings
 
 
 # The request hook of each term's client, by its User-Agent (TermModel._recording_client).
@@ -460,8 +461,18 @@ class TermModel(RuleBasedStateMachine):
             return  # nothing was unpublished
         named = inv.publication_not_named_by_intent(intent, checksum)
         self._found("publication", named)
-        if not named:
-            self._found("checkpoint", inv.intent_without_checkpoint(intent, acknowledged, pointers))
+        if named:
+            return
+        if intent is not None and not self._still_named(intent):
+            # A deployment during the publication moved the intent on (its receipts replace
+            # the pods' older ones): the promise is now the new output's checkpoint, due at
+            # the next publication.
+            return
+        self._found("checkpoint", inv.intent_without_checkpoint(intent, acknowledged, pointers))
+
+    def _still_named(self, intent: DeploymentIntent) -> bool:
+        now = self.store.read_intent()
+        return now is not None and now.names(intent.plan_id, intent.checksum)
 
     def _live(self) -> bool:
         return self.current is not None and not self.current.stopped
@@ -514,7 +525,7 @@ class TermModel(RuleBasedStateMachine):
         assert self.current is not None
         self._render_and_wait(self.current)
 
-    @precondition(lambda self: self._live())
+    @precondition(lambda self: self._live() and not self.current.latched)
     @rule()
     def render_broken(self) -> None:
         self.broken = True
@@ -548,6 +559,7 @@ class TermModel(RuleBasedStateMachine):
         pending = sorted(ip for ip, a in self.agents.items() if a.pending_reload)
         self.agents[data.draw(st.sampled_from(pending), label="pod ip")].run_pending_reload()
 
+    @precondition(lambda self: self._live())
     @rule(data=st.data())
     def pace_reloads(self, data: st.DataObject) -> None:
         """A pod inside its minimum reload interval schedules its next reloads."""
@@ -658,6 +670,7 @@ class TermModel(RuleBasedStateMachine):
             decision = Apply("reload", (), previous, "old release")
             agent.apply(manifest(output, decision, "old-release", epoch, 1))
 
+    @precondition(lambda self: len(self.pods) < MAX_PODS)
     @rule()
     def add_bootstrap_pod(self) -> None:
         self._add_agent()
