@@ -9,6 +9,7 @@ writes a JSON and a markdown report. Exits 1 on any violation, 2 when the run br
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -126,6 +127,13 @@ def audited_api() -> Any:
 
     state_dir = Path(tempfile.mkdtemp(prefix="haptic-e2e-"))  # removed by System.stop()
     return ApiServer.start(state_dir, extra_args=["--audit-log", str(state_dir / AUDIT_LOG)])
+
+
+def keep_samples(samples: list[inv.Sample], path: Path) -> None:
+    """Every sample, one JSON line each, to read a violation in its context."""
+    with path.open("w") as out:
+        for sample in samples:
+            out.write(json.dumps(dataclasses.asdict(sample), default=str) + "\n")
 
 
 def keep_pod_logs(system: Any) -> None:
@@ -341,6 +349,8 @@ def check_all(
     results: list[inv.Result] = []
     if load is not None and sampler is not None:
         samples = sampler.samples[judged_from:]
+        if system is not None:
+            keep_samples(sampler.samples, system.log_dir / "samples.jsonl")
         results.append(inv.check_request_failures(load.records, windows, FAILURE_GRACE))
         results.append(inv.check_intent_order(samples))
         results.append(inv.check_no_recovery_apply(samples, windows))

@@ -52,8 +52,9 @@ def _prepare(planes: ControlPlanes) -> tuple[str, dict[str, tuple[str | None, st
     """The Active serves P everywhere, its intent names P, and P is mirrored for recovery."""
     fleet, a, b = planes.fleet, planes.a, planes.b
     try:
-        wait_for(lambda: len(fleet.haproxy_pods(ready_only=False)) == 2, 120, what="pods")
-        wait_for(lambda: fleet.serves("before.example", "echo-"), 120, what="served")
+        # Bounds for a start-up on the loaded, shared machine (the e2e test waits 60/90 s).
+        wait_for(lambda: len(fleet.haproxy_pods(ready_only=False)) == 2, 240, what="pods")
+        wait_for(lambda: fleet.serves("before.example", "echo-"), 240, what="served")
         before = ran(planes)
         checksums = {c for c, _ in before.values()}
         if len(checksums) != 1 or {h for _, h in before.values()} != {ACTIVE}:
