@@ -257,15 +257,16 @@ def run(minutes: float, seed: int, report_path: Path, hub_rounds: int = 1) -> in
             if broke_down:
                 keep_pod_logs(system)
             system.stop()
+        # The hub's controllers use the soak's own Redis (os.environ), so before it stops.
+        if hub_rounds and not broke_down:
+            hub_log: list[FaultLog] = faults.log if faults is not None else []
+            hub_results, hub_broke = run_hub_rounds(hub_rounds, hub_log)
+            results += hub_results
+            broke_down += hub_broke
         if postgres is not None:
             postgres.stop()
         redis.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    if hub_rounds and not broke_down:
-        hub_log: list[FaultLog] = faults.log if faults is not None else []
-        hub_results, hub_broke = run_hub_rounds(hub_rounds, hub_log)
-        results += hub_results
-        broke_down += hub_broke
     report = build_report(
         minutes, seed, started, ended, faults, windows, results, load, sampler, skipped, broke_down
     )
