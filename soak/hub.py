@@ -73,7 +73,10 @@ def _prepare(planes: ControlPlanes) -> tuple[str, dict[str, tuple[str | None, st
 
 
 def promotion_round(name: str, log: Callable[[str], None]) -> tuple[PromotionRound, FaultLog]:
-    planes = start_control_planes(name)
+    try:
+        planes = start_control_planes(name)
+    except Exception as exc:  # e.g. an API server slower than its 30 s start-up bound
+        raise RoundSkipped(f"the hub topology did not start: {exc}"[:300]) from None
     try:
         checksum, before = _prepare(planes)
         entry = FaultLog(KIND, time.time(), {"intent": checksum[:19]})
