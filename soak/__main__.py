@@ -34,8 +34,9 @@ from soak.services import Postgres, Redis
 HOSTS = {"x.example": "alpha-", "y.example": "beta-"}  # host -> body prefix of its backend
 REPLICAS = 3
 FAILURE_GRACE = 3.0  # ADR-0034: fast failures within one 3 s single-change budget
-LEADER_GRACE = 8.0
-AUDIT_LOG = "audit.jsonl"  # short timings: lease 4 s + retry 0.5 s, plus the sampler's period
+LEADER_GRACE = 8.0  # short timings: lease 4 s + retry 0.5 s, plus the sampler's period
+AUDIT_LOG = "audit.jsonl"
+START_TIMEOUT = 120.0  # an API server took 50 s to start on the loaded, shared machine
 
 
 def log(message: str) -> None:
@@ -126,7 +127,8 @@ def audited_api() -> Any:
     from localcluster.testing import ApiServer
 
     state_dir = Path(tempfile.mkdtemp(prefix="haptic-e2e-"))  # removed by System.stop()
-    return ApiServer.start(state_dir, extra_args=["--audit-log", str(state_dir / AUDIT_LOG)])
+    audit = ["--audit-log", str(state_dir / AUDIT_LOG)]
+    return ApiServer.start(state_dir, extra_args=audit, timeout=START_TIMEOUT)
 
 
 def keep_samples(samples: list[inv.Sample], path: Path) -> None:

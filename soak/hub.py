@@ -74,7 +74,7 @@ def _prepare(planes: ControlPlanes) -> tuple[str, dict[str, tuple[str | None, st
 
 def promotion_round(name: str, log: Callable[[str], None]) -> tuple[PromotionRound, FaultLog]:
     try:
-        planes = start_control_planes(name)
+        planes = start_control_planes(name, start_timeout=120.0)  # slow on a loaded machine
     except Exception as exc:  # e.g. an API server slower than its 30 s start-up bound
         raise RoundSkipped(f"the hub topology did not start: {exc}"[:300]) from None
     try:

@@ -142,7 +142,9 @@ def _hub_env(role: str, own: ApiServer, ca: Path, suffix: str) -> dict[str, str]
     return env
 
 
-def start_control_planes(name: str, haproxy_replicas: int = 2) -> ControlPlanes:
+def start_control_planes(
+    name: str, haproxy_replicas: int = 2, start_timeout: float = 30.0
+) -> ControlPlanes:
     """W with an `echo` backend and the Ingress `before.example`; A with the configuration
     and the agent token Secret; B with an empty namespace (the mirror fills it)."""
     fleet = start_system(name, haproxy_replicas=haproxy_replicas, controllers=0, template=False)
@@ -151,9 +153,9 @@ def start_control_planes(name: str, haproxy_replicas: int = 2) -> ControlPlanes:
     try:
         fleet.apply(stack.backend("echo", replicas=1))
         fleet.apply([stack.ingress("echo", "before.example", "echo")])
-        a = ApiServer.start(state / "a")
+        a = ApiServer.start(state / "a", timeout=start_timeout)
         started.append(a)
-        b = ApiServer.start(state / "b")
+        b = ApiServer.start(state / "b", timeout=start_timeout)
         started.append(b)
         stack.apply_objects(a.api_client(), stack.base_objects(fleet.token))
         stack.apply_objects(a.api_client(), [stack.template_config(stack.Timings.short())])
