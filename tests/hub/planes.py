@@ -24,7 +24,7 @@ from controller.retained.checkpoint import checkpoint_name
 from controller.retained.intent import INTENT_ANNOTATION, MIRRORED_INTENT_ANNOTATION
 from controller.retained.store import retained_lease_name
 from haptic_site import stack
-from localcluster.testing import ApiServer
+from localcluster.testing import ApiServer, start_cluster
 from tests.e2e.harness import System, start_system
 
 NS = stack.NAMESPACE
@@ -147,7 +147,10 @@ def start_control_planes(
 ) -> ControlPlanes:
     """W with an `echo` backend and the Ingress `before.example`; A with the configuration
     and the agent token Secret; B with an empty namespace (the mirror fills it)."""
-    fleet = start_system(name, haproxy_replicas=haproxy_replicas, controllers=0, template=False)
+    w = start_cluster(Path(tempfile.mkdtemp(prefix="haptic-e2e-")), timeout=start_timeout)
+    fleet = start_system(
+        name, haproxy_replicas=haproxy_replicas, controllers=0, template=False, api=w
+    )
     state = Path(tempfile.mkdtemp(prefix="haptic-hub-planes-"))
     started: list[ApiServer] = []
     try:
