@@ -180,6 +180,7 @@ def run(minutes: float, seed: int, report_path: Path, hub_rounds: int = 1) -> in
     faults: Faults | None = None
     started = ended = time.time()
     machine_info = machine()  # the revision the processes start from, not the one at the end
+    load_at_start = os.getloadavg()  # the machine is shared: its load explains the timings
     judged_from = 0
     broke_down = ""
     # Everything started below is stopped in the outer finally, whatever happens (an
@@ -273,6 +274,7 @@ def run(minutes: float, seed: int, report_path: Path, hub_rounds: int = 1) -> in
         minutes, seed, started, ended, faults, windows, results, load, sampler, skipped, broke_down
     )
     report["machine"] = machine_info
+    report["load_average"] = {"start": load_at_start, "end": os.getloadavg()}
     if system is not None:
         report["logs"] = str(system.log_dir)
     report["benchmark"] = report_path.stem  # the summary's row name (soak unless --report)
@@ -454,6 +456,8 @@ def write_report(report: dict[str, Any], path: Path) -> None:
         f"seed {report['seed']}; machine: {m['cpu']}, {m['cores']} cores, "
         f"{m['memory_gib']} GiB, Python {m['python']}, git {m['git_revision']}.",
         "",
+        _load_line(report.get("load_average")),
+        "",
         f"**Violations: {report['violations']}**",
         "",
         "| invariant | status | checked | violations |",
@@ -506,6 +510,13 @@ def seed_report_path(report: Path, seed: int, several: bool) -> Path:
     return report.with_name(f"{report.stem}-seed{seed}{report.suffix}") if several else report
 
 
+def _load_line(load: dict | None) -> str:
+    if not load:
+        return "Load average: not recorded."
+    start, end = (" / ".join(f"{x:.1f}" for x in load[k]) for k in ("start", "end"))
+    return f"Load average (1 / 5 / 15 min) on the shared 2 cores: {start} at start, {end} at end."
+
+
 def write_summary(paths: list[Path], path: Path) -> None:
     """The runs of several seeds side by side: violations per check and seed."""
     runs = [(json.loads(p.read_text()), p) for p in paths if p.exists()]
@@ -530,6 +541,7 @@ def write_summary(paths: list[Path], path: Path) -> None:
                 cells.append(f"{check['violation_count']} of {check['checked']}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("| **total** | " + " | ".join(str(r["violations"]) for r in reports) + " |")
+    lines += ["", *[f"- seed {r['seed']}: {_load_line(r.get('load_average'))}" for r in reports]]
     lines += ["", *[f"- seed {r['seed']}: {p.with_suffix('.md').name}" for r, p in runs]]
     path.write_text("\n".join(lines) + "\n")
 
