@@ -126,14 +126,20 @@ class Faults:
                 return f"{host} not served by every pod"
         return ""
 
-    def wait_healthy(self, entry: FaultLog, since: float, replicas: int | None = None) -> float:
+    def wait_healthy(
+        self, entry: FaultLog, since: float, replicas: int | None = None, current: bool = True
+    ) -> float:
+        """Until the fleet is healthy; then, if it converged on a current render (`current`),
+        read the retained-config gauges (a fleet recovered while rendering is broken runs a
+        retained config: its gauge is 1, rightly)."""
         deadline = time.monotonic() + HEAL_TIMEOUT
         fresh = time.time() + 0.5  # only samples taken after the fault's last action count
         while time.monotonic() < deadline:
             try:
                 if self.healthy(replicas, since=fresh):
                     entry.healed_after_s = round(time.time() - since, 2)
-                    self.read_gauges()
+                    if current:
+                        self.read_gauges()
                     return time.time()
             except Exception:  # a read during a fault: try again
                 pass
@@ -325,7 +331,8 @@ class Faults:
         pod = self._pick_pod()
         entry.detail["replaced_pod"] = pod.metadata.name
         self.system.core().delete_namespaced_pod(pod.metadata.name, stack.NAMESPACE)
-        self.wait_healthy(entry, start)  # the replacement is recovered from the checkpoint
+        # The replacement is recovered from the checkpoint: a retained config, gauge 1.
+        self.wait_healthy(entry, start, current=False)
         entry.detail["recovered_while_broken"] = entry.healthy
         entry.detail["recovery_s"] = entry.healed_after_s
         repaired = time.time()
