@@ -201,7 +201,7 @@ def run(minutes: float, seed: int, report_path: Path, hub_rounds: int = 1) -> in
             if postgres:
                 os.environ["DATABASE_URL"] = postgres.url
             system = start_system(
-                "soak", haproxy_replicas=REPLICAS, controllers=2, api=audited_api()
+                f"soak-seed{seed}", haproxy_replicas=REPLICAS, controllers=2, api=audited_api()
             )
             log(f"stack up; logs in {system.log_dir}")
             if postgres:
