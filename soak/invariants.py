@@ -323,8 +323,11 @@ def check_intent_at_rest(
     reported once per pod and checksum pair, at its first sample."""
     result = Result("at rest the intent names what every pod runs")
     reported: set[tuple[str, str | None, str | None]] = set()
-    for sample in samples:
-        if sample.intent is None or any(w.covers(sample.t, grace) for w in windows):
+    for k, sample in enumerate(samples):
+        # A round reads the intent first and the agents after, until at most the next round
+        # began: it is at rest only if no window touches any of that span.
+        until = samples[k + 1].t if k + 1 < len(samples) else sample.t
+        if sample.intent is None or any(w.covers(sample.t, grace, until) for w in windows):
             continue
         for pod, obs in sample.pods.items():
             if obs.applied_checksum is None:

@@ -214,6 +214,21 @@ def test_pods_off_the_intent_inside_a_window_and_bootstrap_pods_are_not_judged()
     assert result.checked == 1 and result.ok
 
 
+def test_a_sample_whose_round_reaches_into_a_window_is_not_judged_at_rest() -> None:
+    """The sampler reads the intent first and the agents after: a round that began just
+    before a fault can read the old intent and then a pod the fault's deployment already
+    reached (seed 3: 0.35 s before ingress_change). The round ends before the next begins."""
+    samples = [
+        sample(10.0, "A", p1=("A", 1)),
+        sample(19.6, "A", p1=("B", 2)),  # round began before the window, read p1 inside it
+        sample(20.5, "B", p1=("B", 2)),
+        sample(40.0, "B", p1=("B", 2)),
+    ]
+    result = inv.check_intent_at_rest(samples, [Window("ingress_change", 20.0, 21.0)], grace=3)
+    assert result.ok, result.violations
+    assert result.checked == 2
+
+
 # -- the retained-config gauge ------------------------------------------------------------------
 
 
