@@ -517,6 +517,28 @@ def _load_line(load: dict | None) -> str:
     return f"Load average (1 / 5 / 15 min) on the shared 2 cores: {start} at start, {end} at end."
 
 
+def write_combined(paths: list[Path], path: Path) -> None:
+    """`--report`'s JSON for several seeds: violations and load per seed (the checks are in
+    each seed's own report, which the bench summary reads)."""
+    reports = [json.loads(p.read_text()) for p in paths if p.exists()]
+    combined = {
+        "benchmark": "soak-seeds",
+        "violations": sum(r["violations"] for r in reports),
+        "seeds": [
+            {
+                "seed": r["seed"],
+                "report": p.name,
+                "violations": r["violations"],
+                "seconds_run": r.get("seconds_run"),
+                "faults": len(r.get("faults") or []),
+                "load_average": r.get("load_average"),
+            }
+            for r, p in zip(reports, [p for p in paths if p.exists()], strict=True)
+        ],
+    }
+    path.write_text(json.dumps(combined, indent=2, sort_keys=True) + "\n")
+
+
 def write_summary(paths: list[Path], path: Path) -> None:
     """The runs of several seeds side by side: violations per check and seed."""
     runs = [(json.loads(p.read_text()), p) for p in paths if p.exists()]
@@ -581,6 +603,7 @@ def main(argv: list[str] | None = None) -> int:
         paths.append(path)
         status = max(status, run(args.minutes, seed, path, args.hub_rounds))
     if several:
+        write_combined(paths, args.report)
         write_summary(paths, args.report.with_suffix(".md"))
         log(f"summary: {args.report.with_suffix('.md')}")
     return status
