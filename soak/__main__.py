@@ -36,6 +36,7 @@ REPLICAS = 3
 FAILURE_GRACE = 3.0  # ADR-0034: fast failures within one 3 s single-change budget
 LEADER_GRACE = 8.0  # short timings: lease 4 s + retry 0.5 s, plus the sampler's period
 AUDIT_LOG = "audit.jsonl"
+STEADY_SECONDS = 3.0  # converged = healthy for this long (several sampler rounds)
 START_TIMEOUT = 120.0  # an API server took 50 s to start on the loaded, shared machine
 
 
@@ -224,8 +225,10 @@ def run(minutes: float, seed: int, report_path: Path, hub_rounds: int = 1) -> in
             except TimeoutError as exc:
                 raise TimeoutError(f"{exc} ({faults.unhealthy})") from None
             # Judge from the converged fleet on: the first deployments come in a burst
-            # (backends turning Ready) faster than the sampler reads the intent.
-            judged_from = max(0, len(sampler.samples) - 1)
+            # (backends turning Ready) faster than the sampler reads the intent, and the
+            # fleet can look converged for one sample in the middle of it (seed 1: healthy
+            # on one plan, then two more plans within a second), so it must stay so.
+            judged_from = wait_steady(faults, sampler, STEADY_SECONDS)
             log(f"converged in {time.time() - started:.1f}s; load on, faults for {minutes} min")
             load = LoadGenerator(sampler, HOSTS)
             load.start()
@@ -283,6 +286,20 @@ def run(minutes: float, seed: int, report_path: Path, hub_rounds: int = 1) -> in
     if broke_down:
         return 2
     return 1 if report["violations"] else 0
+
+
+def wait_steady(faults: Faults, sampler: Sampler, seconds: float, timeout: float = 120) -> int:
+    """Until the fleet has stayed healthy for `seconds`; the index of the first sample of
+    that steady stretch (judged from there on)."""
+    deadline = time.monotonic() + timeout
+    since, first = time.monotonic(), max(0, len(sampler.samples) - 1)
+    while time.monotonic() - since < seconds:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the fleet never stayed healthy for {seconds}s")
+        time.sleep(0.5)
+        if not faults.healthy():
+            since, first = time.monotonic(), max(0, len(sampler.samples) - 1)
+    return first
 
 
 def run_hub_rounds(rounds: int, fault_log: list[FaultLog]) -> tuple[list[inv.Result], str]:
