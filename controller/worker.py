@@ -29,8 +29,9 @@ from kubernetes import client, config
 from config import env
 from controller.election.elector import ElectionCallbacks, LeaderElector
 from controller.election.events import EventRecorder
-from controller.election.identity import replica_identity
+from controller.election.identity import replica_identity, replica_user_agent
 from controller.election.lease_store import KubeLeaseStore
+from controller.election.lease_watch import LeaseWatch
 from controller.election.metrics import default_metrics
 from controller.election.supervisor import ElectionSupervisor
 from controller.election.template_config import (
@@ -293,7 +294,10 @@ class ReplicaRuntime:
             metrics=default_metrics(),
             events=self.events,
         )
-        self.supervisor = ElectionSupervisor(self.elector)
+        # The Lease watch wakes a follower when the Lease is released (a hand-over at once).
+        self.supervisor = ElectionSupervisor(
+            self.elector, watch=LeaseWatch(self.api_client, self.elector)
+        )
 
     def _follow(self, decision: FollowDecision) -> None:
         """A change of the template config's leaderElection block (informer thread)."""
@@ -506,6 +510,10 @@ class LeaderElectionStep(bootsteps.StartStopStep):
             _select_without(c, cfg.leader_queue)
             api_client = make_api_client(cfg.kubeconfig)
             workload = make_api_client(cfg.workload_kubeconfig) if cfg.workload_kubeconfig else None
+            # Every request names the replica, so an audit log attributes writes to it.
+            for named in (api_client, workload):
+                if named is not None:
+                    named.user_agent = replica_user_agent(cfg.identity)
             # Settings from the template config, followed while running (see ReplicaRuntime).
             _runtime = ReplicaRuntime(cfg, api_client, workload_client=workload)
             _runtime.queue_switch.attach(c)

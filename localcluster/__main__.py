@@ -45,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
             help="seconds after which core/v1 Events are deleted (like --event-ttl)",
         )
         p.add_argument(
+            "--audit-log",
+            type=Path,
+            default=None,
+            help="append one JSON line per mutating request here (localcluster/audit.py)",
+        )
+        p.add_argument(
             "--bookmark-interval",
             type=float,
             default=5.0,
@@ -102,6 +108,7 @@ async def _run(args: argparse.Namespace) -> int:
         history_limit=args.watch_history,
         bookmark_interval=args.bookmark_interval,
         event_ttl=args.event_ttl,
+        audit_log=args.audit_log,
     )
     await server.start(args.port, args.admin_port, args.host)
     print(f"apiserver listening on {server.url}", flush=True)

@@ -17,6 +17,7 @@ import yaml
 from aiohttp import web
 
 from localcluster import discovery, openapi, podlogs, protov2, scale, tables
+from localcluster.audit import MUTATING, AuditLog, lease_written
 from localcluster.errors import ApiError, gone, success_status
 from localcluster.faults import FaultRule, FaultSet
 from localcluster.patches import json_patch, merge_patch, strategic_merge
@@ -89,8 +90,10 @@ class ApiServer:
         history_limit: int = 10000,
         bookmark_interval: float = 5.0,
         event_ttl: float = 3600.0,
+        audit_log: Path | None = None,
     ) -> None:
         self.state_dir = state_dir
+        self.audit = AuditLog(audit_log) if audit_log is not None else None
         self.crd_dir = crd_dir
         self.bookmark_interval = bookmark_interval
         self.event_ttl = event_ttl
@@ -132,7 +135,8 @@ class ApiServer:
         self.host = host
         self.load()
         app = web.Application(
-            middlewares=[self._fault_middleware], client_max_size=MAX_REQUEST_BYTES
+            middlewares=[self._audit_middleware, self._fault_middleware],
+            client_max_size=MAX_REQUEST_BYTES,
         )
         app.router.add_route("*", "/{tail:.*}", self.handle)
         self._runner = web.AppRunner(
@@ -225,6 +229,8 @@ class ApiServer:
             await self._admin_runner.cleanup()
         if self.journal is not None:
             self.journal.close()
+        if self.audit is not None:
+            self.audit.close()
 
     # --- refusing connections ----------------------------------------------------------------
 
@@ -284,6 +290,35 @@ class ApiServer:
 
     async def admin_health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
+
+    @web.middleware
+    async def _audit_middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        # Outermost: the arrival time is taken before a fault delays or holds the request.
+        if self.audit is None or request.method not in MUTATING:
+            return await handler(request)
+        arrived = time.time()
+        code = 0
+        response: web.StreamResponse | None = None
+        try:
+            response = await handler(request)
+            code = response.status
+            return response
+        finally:
+            body = getattr(response, "body", None)
+            entry: dict[str, Any] = {
+                "t": arrived,
+                "verb": request.method,
+                "path": request.path,
+                "userAgent": request.headers.get("User-Agent", ""),
+                "fieldManager": request.query.get("fieldManager", ""),
+                "code": code,
+            }
+            lease = lease_written(
+                request.path, request.method, code, body if isinstance(body, bytes) else None
+            )
+            if lease is not None:
+                entry["lease"], entry["holder"] = lease
+            self.audit.record(entry)
 
     @web.middleware
     async def _fault_middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:

@@ -9,6 +9,7 @@ writes a JSON and a markdown report. Exits 1 on any violation, 2 when the run br
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -24,6 +25,7 @@ from typing import Any
 
 from bench.harness import RESULTS_DIR, machine
 from config.env import child_environ, export
+from controller.election.timing import DEFAULT_LEASE_NAME
 from devstack import stack
 from soak import invariants as inv
 from soak.faults import FaultLog, Faults
@@ -34,6 +36,9 @@ HOSTS = {"x.example": "alpha-", "y.example": "beta-"}  # host -> body prefix of 
 REPLICAS = 3
 FAILURE_GRACE = 3.0  # ADR-0034: fast failures within one 3 s single-change budget
 LEADER_GRACE = 8.0  # short timings: lease 4 s + retry 0.5 s, plus the sampler's period
+AUDIT_LOG = "audit.jsonl"
+STEADY_SECONDS = 3.0  # converged = healthy for this long (several sampler rounds)
+START_TIMEOUT = 120.0  # an API server took 50 s to start on the loaded, shared machine
 
 
 def log(message: str) -> None:
@@ -69,6 +74,16 @@ def start_mirror(kubeconfig: Path, database_url: str, log_dir: Path) -> stack.Pr
     return stack.Process("mirror", argv, mirror_env(database_url), log_dir / "mirror.log").start()
 
 
+def wait_mirror_listed(mirror: stack.Process, timeout: float = 120.0) -> None:
+    """Until the mirror has listed the HAProxyCfgs and the Events (its log says so)."""
+
+    def listed() -> bool:
+        text = Path(mirror.log_path).read_text(errors="replace")
+        return all(f"{stack.NAMESPACE}/{kind} listed" in text for kind in ("haproxycfgs", "events"))
+
+    stack.wait_for(listed, timeout, interval=0.5, what="the mirror's first list")
+
+
 def mirrored(database_url: str) -> dict[str, set[str]]:
     import psycopg
 
@@ -101,6 +116,40 @@ def check_mirror(sampler: Sampler, database_url: str, wait: float = 30.0) -> inv
         if result.ok or time.monotonic() > deadline:
             return result
         time.sleep(2)
+
+
+# -- the API server's audit log --------------------------------------------------------------
+
+
+def audited_api() -> Any:
+    """The local API server, logging every mutating request with its User-Agent (each
+    replica's names it: controller.election.identity). Its state directory is as short as
+    start_system's own: pods keep their haproxy sockets under it, and a socket path may
+    not exceed 97 bytes (a longer one had every haproxy refuse its configuration)."""
+    from localcluster.testing import ApiServer
+
+    state_dir = Path(tempfile.mkdtemp(prefix="haptic-e2e-"))  # removed by System.stop()
+    audit = ["--audit-log", str(state_dir / AUDIT_LOG)]
+    return ApiServer.start(state_dir, extra_args=audit, timeout=START_TIMEOUT)
+
+
+def keep_samples(samples: list[inv.Sample], path: Path) -> None:
+    """Every sample, one JSON line each, to read a violation in its context."""
+    with path.open("w") as out:
+        for sample in samples:
+            out.write(json.dumps(dataclasses.asdict(sample), default=str) + "\n")
+
+
+def keep_pod_logs(system: Any) -> None:
+    """Copy the pods' container logs beside the controllers' (the cluster's state goes)."""
+    for log_file in Path(system.api.state_dir).glob("**/pods/*/*/*.log"):
+        target = system.log_dir / "pods" / log_file.parent.name / log_file.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(log_file, target)
+
+
+def audit_path(api: Any) -> Path:
+    return Path(api.state_dir) / AUDIT_LOG
 
 
 # -- controller logs -----------------------------------------------------------------------
@@ -147,7 +196,7 @@ def workload() -> list[list[dict[str, Any]]]:
     ]
 
 
-def run(minutes: float, seed: int, report_path: Path) -> int:
+def run(minutes: float, seed: int, report_path: Path, hub_rounds: int = 1) -> int:
     from tests.e2e.harness import start_system
 
     rng = random.Random(seed)
@@ -162,6 +211,7 @@ def run(minutes: float, seed: int, report_path: Path) -> int:
     faults: Faults | None = None
     started = ended = time.time()
     machine_info = machine()  # the revision the processes start from, not the one at the end
+    load_at_start = os.getloadavg()  # the machine is shared: its load explains the timings
     judged_from = 0
     broke_down = ""
     # Everything started below is stopped in the outer finally, whatever happens (an
@@ -169,11 +219,16 @@ def run(minutes: float, seed: int, report_path: Path) -> int:
     try:
         try:
             postgres = start_services(redis, postgres, skipped)
-            system = start_system("soak", haproxy_replicas=REPLICAS, controllers=2)
+            system = start_system(
+                f"soak-seed{seed}", haproxy_replicas=REPLICAS, controllers=2, api=audited_api()
+            )
             log(f"stack up; logs in {system.log_dir}")
             if postgres:
                 migrate(postgres.url, system.log_dir)
                 mirror = start_mirror(system.api.kubeconfig, postgres.url, system.log_dir)
+                # Sample only what the mirror can see: a receipt the sampler read before the
+                # mirror's first list may already be replaced (it cost 3 "lost" receipts).
+                wait_mirror_listed(mirror)
             else:
                 skipped["mirror"] = "no private database for the mirror"
             for objects in workload():
@@ -181,10 +236,15 @@ def run(minutes: float, seed: int, report_path: Path) -> int:
             sampler = Sampler(str(system.api.kubeconfig), system.token)
             sampler.start()
             faults = Faults(system, sampler, rng, HOSTS, REPLICAS, redis, postgres)
-            stack.wait_for(faults.healthy, 240, interval=1, what="initial convergence")
+            try:
+                stack.wait_for(faults.healthy, 240, interval=1, what="initial convergence")
+            except TimeoutError as exc:
+                raise TimeoutError(f"{exc} ({faults.unhealthy})") from None
             # Judge from the converged fleet on: the first deployments come in a burst
-            # (backends turning Ready) faster than the sampler reads the intent.
-            judged_from = max(0, len(sampler.samples) - 1)
+            # (backends turning Ready) faster than the sampler reads the intent, and the
+            # fleet can look converged for one sample in the middle of it (seed 1: healthy
+            # on one plan, then two more plans within a second), so it must stay so.
+            judged_from = wait_steady(faults, sampler, STEADY_SECONDS)
             log(f"converged in {time.time() - started:.1f}s; load on, faults for {minutes} min")
             load = LoadGenerator(sampler, HOSTS)
             load.start()
@@ -217,7 +277,15 @@ def run(minutes: float, seed: int, report_path: Path) -> int:
         if mirror is not None:
             mirror.stop(grace=10)
         if system is not None:
+            if broke_down:
+                keep_pod_logs(system)
             system.stop()
+        # The hub's controllers use the soak's own Redis (os.environ), so before it stops.
+        if hub_rounds and not broke_down:
+            hub_log: list[FaultLog] = faults.log if faults is not None else []
+            hub_results, hub_broke = run_hub_rounds(hub_rounds, hub_log)
+            results += hub_results
+            broke_down += hub_broke
         if postgres is not None:
             postgres.stop()
         redis.stop()
@@ -226,6 +294,7 @@ def run(minutes: float, seed: int, report_path: Path) -> int:
         minutes, seed, started, ended, faults, windows, results, load, sampler, skipped, broke_down
     )
     report["machine"] = machine_info
+    report["load_average"] = {"start": load_at_start, "end": os.getloadavg()}
     return finish(report, report_path, system, broke_down)
 
 
@@ -239,6 +308,50 @@ def finish(report: dict[str, Any], report_path: Path, system: Any, broke_down: s
     if broke_down:
         return 2
     return 1 if report["violations"] else 0
+
+
+def wait_steady(faults: Faults, sampler: Sampler, seconds: float, timeout: float = 120) -> int:
+    """Until the fleet has stayed healthy for `seconds`; the index of the first sample of
+    that steady stretch (judged from there on)."""
+    deadline = time.monotonic() + timeout
+    since, first = time.monotonic(), max(0, len(sampler.samples) - 1)
+    while time.monotonic() - since < seconds:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the fleet never stayed healthy for {seconds}s")
+        time.sleep(0.5)
+        if not faults.healthy():
+            since, first = time.monotonic(), max(0, len(sampler.samples) - 1)
+    return first
+
+
+def run_hub_rounds(rounds: int, fault_log: list[FaultLog]) -> tuple[list[inv.Result], str]:
+    """The hub fault (soak/hub.py), after the main phase: results and a breakdown, if any."""
+    from soak import hub
+
+    done: list[inv.PromotionRound] = []
+    skipped: list[str] = []
+    broke_down = ""
+    for i in range(2 * rounds):  # a skipped round (nothing injected) is tried again once
+        if len(done) == rounds:
+            break
+        log(f"hub round {i + 1}: {hub.KIND}")
+        try:
+            promotion, entry = hub.promotion_round(f"soak-hub-{i + 1}", log)
+        except hub.RoundSkipped as exc:
+            log(f"  skipped: {exc}")
+            skipped.append(str(exc))
+            continue
+        except Exception:
+            broke_down += traceback.format_exc()
+            log("hub round broke down:\n" + broke_down)
+            break
+        done.append(promotion)
+        fault_log.append(entry)
+    results = inv.check_promoted_recovery(done)
+    for result in results:
+        result.ran = bool(done)
+        result.notes = {"rounds": len(done), **({"skipped": skipped} if skipped else {})}
+    return results, broke_down
 
 
 def run_faults(faults: Faults, rng: random.Random, minutes: float, windows: list) -> None:
@@ -282,14 +395,23 @@ def check_all(
     results: list[inv.Result] = []
     if load is not None and sampler is not None:
         samples = sampler.samples[judged_from:]
+        if system is not None:
+            keep_samples(sampler.samples, system.log_dir / "samples.jsonl")
         results.append(inv.check_request_failures(load.records, windows, FAILURE_GRACE))
         results.append(inv.check_intent_order(samples))
         results.append(inv.check_no_recovery_apply(samples, windows))
         results.append(inv.check_leader_changes(samples, windows, LEADER_GRACE))
         results.append(inv.check_intent_at_rest(samples, windows, FAILURE_GRACE))
     if system is not None:
-        entries = [e for e in lease_log_entries(system.log_dir) if e[0] <= ended]
+        # From the steady fleet on, as the samples: at start-up both replicas race to
+        # create the Lease, and the loser's 409 is no failed renewal (seed 3).
+        since = sampler.samples[judged_from].t if sampler is not None and sampler.samples else 0
+        entries = [e for e in lease_log_entries(system.log_dir) if since <= e[0] <= ended]
         results.append(inv.check_lease_renewals(entries, windows, LEADER_GRACE))
+        audit = audit_path(system.api)
+        shutil.copy(audit, system.log_dir / AUDIT_LOG)  # the temp dir goes at the end
+        writes = inv.parse_audit(audit.read_text().splitlines())
+        results.append(inv.check_no_write_after_release(writes, DEFAULT_LEASE_NAME))
     if mirror is not None and sampler is not None and postgres is not None:
         results.append(check_mirror(sampler, postgres.url))
     else:
@@ -376,6 +498,8 @@ def write_report(report: dict[str, Any], path: Path) -> None:
         f"seed {report['seed']}; machine: {m['cpu']}, {m['cores']} cores, "
         f"{m['memory_gib']} GiB, Python {m['python']}, git {m['git_revision']}.",
         "",
+        _load_line(report.get("load_average")),
+        "",
         f"**Violations: {report['violations']}**",
         "",
         "| invariant | status | checked | violations |",
@@ -428,6 +552,35 @@ def seed_report_path(report: Path, seed: int, several: bool) -> Path:
     return report.with_name(f"{report.stem}-seed{seed}{report.suffix}") if several else report
 
 
+def _load_line(load: dict | None) -> str:
+    if not load:
+        return "Load average: not recorded."
+    start, end = (" / ".join(f"{x:.1f}" for x in load[k]) for k in ("start", "end"))
+    return f"Load average (1 / 5 / 15 min) on the shared 2 cores: {start} at start, {end} at end."
+
+
+def write_combined(paths: list[Path], path: Path) -> None:
+    """`--report`'s JSON for several seeds: violations and load per seed (the checks are in
+    each seed's own report, which the bench summary reads)."""
+    reports = [json.loads(p.read_text()) for p in paths if p.exists()]
+    combined = {
+        "benchmark": "soak-seeds",
+        "violations": sum(r["violations"] for r in reports),
+        "seeds": [
+            {
+                "seed": r["seed"],
+                "report": p.name,
+                "violations": r["violations"],
+                "seconds_run": r.get("seconds_run"),
+                "faults": len(r.get("faults") or []),
+                "load_average": r.get("load_average"),
+            }
+            for r, p in zip(reports, [p for p in paths if p.exists()], strict=True)
+        ],
+    }
+    path.write_text(json.dumps(combined, indent=2, sort_keys=True) + "\n")
+
+
 def write_summary(paths: list[Path], path: Path) -> None:
     """The runs of several seeds side by side: violations per check and seed."""
     runs = [(json.loads(p.read_text()), p) for p in paths if p.exists()]
@@ -452,6 +605,7 @@ def write_summary(paths: list[Path], path: Path) -> None:
                 cells.append(f"{check['violation_count']} of {check['checked']}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("| **total** | " + " | ".join(str(r["violations"]) for r in reports) + " |")
+    lines += ["", *[f"- seed {r['seed']}: {_load_line(r.get('load_average'))}" for r in reports]]
     lines += ["", *[f"- seed {r['seed']}: {p.with_suffix('.md').name}" for r, p in runs]]
     path.write_text("\n".join(lines) + "\n")
 
@@ -464,6 +618,13 @@ def main(argv: list[str] | None = None) -> int:
         "--seeds", default=None, help="comma-separated seeds, one run each (e.g. 1,2,3)"
     )
     parser.add_argument("--report", type=Path, default=RESULTS_DIR / "soak.json")
+    parser.add_argument(
+        "--hub-rounds",
+        type=int,
+        default=1,
+        help="rounds of 'promote the Standby while rendering is broken' per seed, each on a "
+        "fresh hub topology after the main phase (0: none)",
+    )
     args = parser.parse_args(argv)
     if not 0 < args.minutes <= 120:
         parser.error("--minutes must be in (0, 120]")
@@ -482,8 +643,9 @@ def main(argv: list[str] | None = None) -> int:
         log(f"seed {seed}")
         path = seed_report_path(args.report, seed, several)
         paths.append(path)
-        status = max(status, run(args.minutes, seed, path))
+        status = max(status, run(args.minutes, seed, path, args.hub_rounds))
     if several:
+        write_combined(paths, args.report)
         write_summary(paths, args.report.with_suffix(".md"))
         log(f"summary: {args.report.with_suffix('.md')}")
     return status

@@ -79,6 +79,7 @@ class Faults:
         # (time, controller, value) of haptic_retained_config_active after each convergence
         self.gauge_readings: list[tuple[float, str, float | None]] = []
         self.mismatch_readings: list[tuple[float, str, float | None]] = []
+        self.unhealthy = "not judged yet"
 
     def kinds(self) -> dict[str, Callable[[FaultLog], list[Window]]]:
         kinds: dict[str, Callable[[FaultLog], list[Window]]] = {
@@ -108,26 +109,42 @@ class Faults:
         """Every HAProxy pod Ready, on the intended checksum with a live worker and no
         invariant violation, and answering 200 for every host, in a sample taken after
         `since` (an older sample would still show the fleet from before the fault)."""
+        self.unhealthy = self._unhealthy(replicas, since)
+        return not self.unhealthy
+
+    def _unhealthy(self, replicas: int | None, since: float) -> str:
+        """Why the fleet is not healthy yet ("" when it is): said when a wait times out."""
         snap = self.sampler.latest()
         want = replicas if replicas is not None else self.replicas
         if snap.intent is None or len(snap.pods) != want or snap.t < since:
-            return False
+            return f"intent {snap.intent}, {len(snap.pods)} of {want} pods, sample at {snap.t}"
         for pod in snap.pods:
             if not pod.ready or pod.applied_checksum != snap.intent or pod.invariant_violation:
-                return False
+                return f"{pod.name}: ready {pod.ready}, runs {pod.applied_checksum}, " + (
+                    f"intent {snap.intent}, violation {pod.invariant_violation}"
+                )
             if not pod.worker_pid:
-                return False
+                return f"{pod.name}: no haproxy worker"
         pods = self.system.haproxy_pods(ready_only=False)
-        return all(self.system.serves(host, expect, pods) for host, expect in self.hosts.items())
+        for host, expect in self.hosts.items():
+            if not self.system.serves(host, expect, pods):
+                return f"{host} not served by every pod"
+        return ""
 
-    def wait_healthy(self, entry: FaultLog, since: float, replicas: int | None = None) -> float:
+    def wait_healthy(
+        self, entry: FaultLog, since: float, replicas: int | None = None, current: bool = True
+    ) -> float:
+        """Until the fleet is healthy; then, if it converged on a current render (`current`),
+        read the retained-config gauges (a fleet recovered while rendering is broken runs a
+        retained config: its gauge is 1, rightly)."""
         deadline = time.monotonic() + HEAL_TIMEOUT
         fresh = time.time() + 0.5  # only samples taken after the fault's last action count
         while time.monotonic() < deadline:
             try:
                 if self.healthy(replicas, since=fresh):
                     entry.healed_after_s = round(time.time() - since, 2)
-                    self.read_gauges()
+                    if current:
+                        self.read_gauges()
                     return time.time()
             except Exception:  # a read during a fault: try again
                 pass
@@ -321,7 +338,8 @@ class Faults:
         pod = self._pick_pod()
         entry.detail["replaced_pod"] = pod.metadata.name
         self.system.core().delete_namespaced_pod(pod.metadata.name, stack.NAMESPACE)
-        self.wait_healthy(entry, start)  # the replacement is recovered from the checkpoint
+        # The replacement is recovered from the checkpoint: a retained config, gauge 1.
+        self.wait_healthy(entry, start, current=False)
         entry.detail["recovered_while_broken"] = entry.healthy
         entry.detail["recovery_s"] = entry.healed_after_s
         repaired = time.time()

@@ -323,8 +323,11 @@ def check_intent_at_rest(
     reported once per pod and checksum pair, at its first sample."""
     result = Result("at rest the intent names what every pod runs")
     reported: set[tuple[str, str | None, str | None]] = set()
-    for sample in samples:
-        if sample.intent is None or any(w.covers(sample.t, grace) for w in windows):
+    for k, sample in enumerate(samples):
+        # A round reads the intent first and the agents after, until at most the next round
+        # began: it is at rest only if no window touches any of that span.
+        until = samples[k + 1].t if k + 1 < len(samples) else sample.t
+        if sample.intent is None or any(w.covers(sample.t, grace, until) for w in windows):
             continue
         for pod, obs in sample.pods.items():
             if obs.applied_checksum is None:
@@ -379,3 +382,148 @@ def check_incremental_agrees(readings: Iterable[tuple[float, str, float | None]]
             result.violations.append(f"t={t:.3f} {controller}: {value:g} mismatches")
     result.notes = {"unread": unread} if unread else {}
     return result
+
+
+# -- no HAProxyCfg write after the writer's Lease was released -------------------------------
+
+
+@dataclass(frozen=True)
+class ApiWrite:
+    """One mutating request from the API server's audit log (localcluster/audit.py)."""
+
+    t: float  # when it arrived (wall clock)
+    verb: str
+    path: str
+    writer: str | None  # the replica identity in its User-Agent (None: not a replica)
+    code: int
+    holder: str | None = None  # a Lease write's holder afterwards ("" released or deleted)
+    lease: str | None = None  # the name of the Lease that write changed
+
+
+# The published configuration: HAProxyCfg and its children (everything of the group but the
+# template config, which every replica's status reporter writes).
+_PUBLISHED = re.compile(r"^/apis/haproxy-haptic\.org/[^/]+/namespaces/[^/]+/(haproxy[a-z]+)")
+
+
+def parse_audit(lines: Iterable[str]) -> list[ApiWrite]:
+    """The audit log's JSON lines as ApiWrites, in arrival order (unreadable lines skipped)."""
+    import json
+
+    from controller.election.identity import identity_from_user_agent
+
+    writes = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+            write = ApiWrite(
+                t=float(entry["t"]),
+                verb=str(entry["verb"]),
+                path=str(entry["path"]),
+                writer=identity_from_user_agent(str(entry.get("userAgent") or "")),
+                code=int(entry.get("code") or 0),
+                holder=entry.get("holder"),
+                lease=entry.get("lease"),
+            )
+        except (ValueError, KeyError, TypeError):
+            continue
+        writes.append(write)
+    return sorted(writes, key=lambda w: w.t)
+
+
+def is_published_write(path: str) -> bool:
+    match = _PUBLISHED.match(path)
+    return match is not None and match.group(1) != "haproxytemplateconfigs"
+
+
+def check_no_write_after_release(writes: Sequence[ApiWrite], lease_name: str) -> Result:
+    """No replica sends an HAProxyCfg write (the config or a child, any outcome) while the
+    leader Lease does not name it: after it released the Lease, after another replica took
+    it, or before it ever held it. The Lease's history comes from the same log (each
+    successful Lease write's holder afterwards), so both sides share one clock and order.
+
+    A deleted Lease (the lease-recreate fault) is only counted in the notes: its last holder
+    learns of the deletion at its next term check, so a write whose check came just before
+    the deletion may arrive just after; that is the fencing epoch's to refuse, not a release.
+    """
+    result = Result("no HAProxyCfg write after the writer's Lease was released")
+    holder: str | None = None  # who the Lease names now
+    lost: dict[str, str] = {}  # replica -> how it last lost the Lease
+    after_delete = 0
+    for w in writes:
+        if w.lease == lease_name and w.holder is not None:
+            holder, lost = _lease_changed(holder, lost, w)
+            continue
+        if not is_published_write(w.path):
+            continue
+        result.checked += 1
+        if w.writer is not None and w.writer == holder:
+            continue
+        how = lost.get(w.writer or "", "never held")
+        if how == "deleted":
+            after_delete += 1
+            continue
+        who = w.writer or "a client without a replica identity"
+        result.violations.append(
+            f"t={w.t:.3f} {who} sent {w.verb} {w.path} ({w.code}); its Lease: {how}"
+        )
+    result.notes = {"after_lease_deleted": after_delete}
+    return result
+
+
+def _lease_changed(
+    holder: str | None, lost: dict[str, str], w: ApiWrite
+) -> tuple[str | None, dict[str, str]]:
+    """The Lease's holder and the replicas that lost it, after the Lease write `w`."""
+    lost = dict(lost)
+    new = w.holder or None
+    if holder and new != holder:
+        if w.verb == "DELETE":
+            lost[holder] = "deleted"
+        else:
+            lost[holder] = "released" if new is None else f"taken by {new}"
+    if new:
+        lost.pop(new, None)
+        # A deleted Lease now held by another: its old holder's term is certainly over.
+        lost = {r: f"taken by {new}" if how == "deleted" else how for r, how in lost.items()}
+    return new, lost
+
+
+# -- a promoted Standby recovers from the Active's checkpoints -------------------------------
+
+
+@dataclass(frozen=True)
+class PromotionRound:
+    """One "promote the Standby while rendering is broken" round (soak/hub.py): what each
+    HAProxy pod ran (checksum, writer's identity) before the Active died and after the
+    promoted side settled, and what the replacement pod ran once Ready (None: never)."""
+
+    t: float
+    intent: str  # the checksum the Active's intent named when it died
+    promoted: str  # the Standby's identity
+    before: dict[str, tuple[str | None, str | None]]
+    after: dict[str, tuple[str | None, str | None]]
+    replacement: tuple[str | None, str | None] | None
+
+
+def check_promoted_recovery(rounds: Sequence[PromotionRound]) -> list[Result]:
+    """A replacement pod recovers the Active's last intent through the promoted Standby
+    (never an older checkpoint, never nothing), and the pods that ran it are given
+    nothing (recovery is only for bootstrap pods)."""
+    recovered = Result("a promoted Standby recovers a replacement pod to the Active's intent")
+    untouched = Result("a promoted Standby's recovery leaves configured pods alone")
+    for r in rounds:
+        recovered.checked += 1
+        if r.replacement is None:
+            recovered.violations.append(f"t={r.t:.3f} the replacement pod never became Ready")
+        elif r.replacement != (r.intent, r.promoted):
+            recovered.violations.append(
+                f"t={r.t:.3f} the replacement pod runs {r.replacement[0]} written by "
+                f"{r.replacement[1]}; the Active's intent named {r.intent}"
+            )
+        for pod, ran in r.before.items():
+            untouched.checked += 1
+            if r.after.get(pod) != ran:
+                untouched.violations.append(
+                    f"t={r.t:.3f} {pod} ran {ran} before the promotion, {r.after.get(pod)} after"
+                )
+    return [recovered, untouched]

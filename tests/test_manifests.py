@@ -176,7 +176,9 @@ def test_rbac_names_only_known_resources_and_the_seeds_lease_verbs() -> None:
                     assert resource in known[group], f"{path}: unknown {group}/{resource}"
     controller = next(d for _, d in roles if d["metadata"]["name"] == "haptic-controller")
     lease_rule = next(r for r in controller["rules"] if "leases" in r["resources"])
-    assert sorted(lease_rule["verbs"]) == ["create", "get", "update"]
+    # The seed's get, create and update, plus list and watch for the elector's Lease watch
+    # (a follower takes a released Lease at once: controller/election/lease_watch.py).
+    assert sorted(lease_rule["verbs"]) == ["create", "get", "list", "update", "watch"]
     # pods/status patch is granted only by the readiness-gate manifest (ADR-0034).
     for path, role in roles:
         grants_status = any("pods/status" in r["resources"] for r in role["rules"])

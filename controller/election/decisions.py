@@ -56,6 +56,32 @@ def is_free(observation: Observation, now: float) -> bool:
     return now >= expires_at(observation)
 
 
+def _term_on(record: LeaseRecord | None) -> tuple[str, int] | None:
+    return None if record is None else (record.holder, record.epoch)
+
+
+def wakes_elector(
+    identity: str,
+    my_epoch: int | None,
+    observation: Observation | None,
+    watched: LeaseRecord | None,
+) -> bool:
+    """Should a change of the Lease seen by its watch make the elector read and act now,
+    instead of at its next retry?
+
+    Yes when the term on the Lease is not the one we last observed: released (a follower
+    takes it at once: a graceful hand-over costs a watch event, not a retry period),
+    deleted, or another holder or epoch (a leader learns at once that its term is over).
+    No for a renewal of the same term, and never for our own term's writes: the leader's
+    renewals would otherwise wake it again after each one.
+    """
+    ours = watched is not None and (watched.holder, watched.epoch) == (identity, my_epoch)
+    if ours:
+        return False
+    seen = observation.record if observation is not None else None
+    return _term_on(watched) != _term_on(seen)
+
+
 class Action(enum.Enum):
     CREATE = "create"  # no Lease yet: create it holding a first term
     ACQUIRE = "acquire"  # start a new term over a free lease (or our own stale one)

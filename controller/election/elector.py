@@ -119,6 +119,15 @@ class LeaderElector:
         self._must_read = True
         self._recheck.set()
 
+    def notice_lease(self, watched: LeaseRecord | None) -> None:
+        """The Lease as its watch just saw it (None: deleted), from the watch's thread. Acts
+        at once when the term on it changed (decisions.wakes_elector): a follower takes a
+        released Lease without waiting out its retry period."""
+        term = self._term
+        my_epoch = term.token.epoch if term is not None else None
+        if decisions.wakes_elector(self.identity, my_epoch, self._observation, watched):
+            self.recheck()
+
     def _pause(self, stop: threading.Event, timeout: float) -> bool:
         """Wait up to `timeout` between attempts; end early on `recheck()`. True if stopped."""
         deadline = self.clock.monotonic() + timeout

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import urllib3
 from kubernetes import client
@@ -53,6 +54,25 @@ def record_from_lease(lease: client.V1Lease) -> LeaseRecord:
     )
 
 
+def record_from_object(lease: Mapping[str, Any]) -> LeaseRecord:
+    """The record of a Lease as a plain dict (camelCase, as a watch delivers it)."""
+    spec = lease.get("spec") or {}
+    meta = lease.get("metadata") or {}
+    return LeaseRecord(
+        holder=spec.get("holderIdentity") or "",
+        lease_duration_seconds=spec.get("leaseDurationSeconds") or 0,
+        acquire_time=_parse_time(spec.get("acquireTime")),
+        renew_time=_parse_time(spec.get("renewTime")),
+        transitions=spec.get("leaseTransitions") or 0,
+        epoch=parse_epoch((meta.get("annotations") or {}).get(EPOCH_ANNOTATION)),
+        resource_version=meta.get("resourceVersion"),
+    )
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
 def _micro(when: datetime | None) -> datetime | None:
     # MicroTime needs a fractional part; isoformat() drops it when it is zero.
     if when is not None and when.microsecond == 0:
@@ -65,7 +85,9 @@ def bounded_client(api_client: client.ApiClient) -> client.ApiClient:
     timed-out request up to three times, turning a timeout into four."""
     configuration = copy.deepcopy(api_client.configuration)
     configuration.retries = False
-    return client.ApiClient(configuration)
+    copied = client.ApiClient(configuration)
+    copied.user_agent = api_client.user_agent  # the replica's identity stays on its requests
+    return copied
 
 
 class KubeLeaseStore:

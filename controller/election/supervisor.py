@@ -9,15 +9,25 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Protocol
 
 from controller.election.elector import EPOCH_RAISED, GRACEFUL_SHUTDOWN, LeaderElector
 
 log = logging.getLogger(__name__)
 
 
+class Watch(Protocol):
+    """What wakes the elector between retries (controller.election.lease_watch.LeaseWatch)."""
+
+    def start(self) -> object: ...
+
+    def stop(self, timeout: float = 5.0) -> None: ...
+
+
 class ElectionSupervisor:
-    def __init__(self, elector: LeaderElector, name: str | None = None):
+    def __init__(self, elector: LeaderElector, name: str | None = None, watch: Watch | None = None):
         self.elector = elector
+        self.watch = watch
         self.rounds = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(
@@ -25,6 +35,8 @@ class ElectionSupervisor:
         )
 
     def start(self) -> ElectionSupervisor:
+        if self.watch is not None:
+            self.watch.start()
         self._thread.start()
         return self
 
@@ -33,6 +45,8 @@ class ElectionSupervisor:
         True once the election thread has finished."""
         self._stop.set()
         self._thread.join(timeout)
+        if self.watch is not None:
+            self.watch.stop()
         return not self._thread.is_alive()
 
     @property

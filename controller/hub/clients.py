@@ -24,7 +24,9 @@ def bounded_copy(api_client: client.ApiClient) -> client.ApiClient:
     """A separate client to the same cluster with retries off; the caller's is untouched."""
     configuration = copy.deepcopy(api_client.configuration)
     configuration.retries = 0
-    return client.ApiClient(configuration)
+    copied = client.ApiClient(configuration)
+    copied.user_agent = api_client.user_agent  # the replica's identity stays on its requests
+    return copied
 
 
 def cluster_client(kubeconfig: str, context: str = "") -> client.ApiClient:

@@ -70,7 +70,9 @@ def watch_client(api_client: ApiClient) -> ApiClient:
     read timeout surfaces after one timeout (not four) and the loop's own backoff decides."""
     config = copy.copy(api_client.configuration)
     config.retries = False
-    return ApiClient(config)
+    copied = ApiClient(config)
+    copied.user_agent = api_client.user_agent  # the replica's identity stays on its requests
+    return copied
 
 
 # managedFields entries kept in the caches: the Ingress status writer reads its own to know

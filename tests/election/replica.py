@@ -2,7 +2,8 @@
 
 Runs the real elector (KubeLeaseStore over HTTP, supervisor, events) and prints one JSON
 line per term start and end with the system-wide monotonic clock, so the test can line up
-terms of different processes. SIGTERM is a graceful stop (the lease is released).
+terms of different processes, and one line per Lease read. SIGTERM is a graceful stop
+(the lease is released).
 
     python -m tests.election.replica --kubeconfig K --namespace N --lease L --identity I \
         --lease-duration 2 --renew-deadline 1.5 --retry-period 0.3
@@ -22,6 +23,8 @@ from kubernetes import config
 from controller.election.elector import ElectionCallbacks, LeaderElector
 from controller.election.events import EventRecorder
 from controller.election.lease_store import KubeLeaseStore
+from controller.election.lease_watch import LeaseWatch
+from controller.election.record import LeaseRecord
 from controller.election.supervisor import ElectionSupervisor
 from controller.election.term import Term
 from controller.election.timing import ElectionTiming
@@ -33,6 +36,16 @@ def emit(**fields: object) -> None:
     with _out:
         sys.stdout.write(json.dumps(fields) + "\n")
         sys.stdout.flush()
+
+
+class ReportingStore(KubeLeaseStore):
+    """Prints a line per Lease read, so a test can tell a read the watch woke from a retry."""
+
+    def get(self, timeout: float) -> LeaseRecord | None:
+        t = time.monotonic()
+        record = super().get(timeout)
+        emit(event="read", t=t, holder=record.holder if record is not None else None)
+        return record
 
 
 def main() -> None:
@@ -47,7 +60,7 @@ def main() -> None:
     args = parser.parse_args()
 
     api_client = config.new_client_from_config(config_file=args.kubeconfig)
-    store = KubeLeaseStore(api_client, args.namespace, args.lease)
+    store = ReportingStore(api_client, args.namespace, args.lease)
     events = EventRecorder(api_client, args.namespace, args.lease, args.identity, lambda: store.uid)
 
     def started(term: Term) -> None:
@@ -70,7 +83,7 @@ def main() -> None:
         callbacks=ElectionCallbacks(on_started_leading=started, on_stopped_leading=stopped),
         events=events,
     )
-    supervisor = ElectionSupervisor(elector).start()
+    supervisor = ElectionSupervisor(elector, watch=LeaseWatch(api_client, elector)).start()
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     emit(event="ready", identity=args.identity, t=time.monotonic())

@@ -231,3 +231,25 @@ def test_token_round_trips_as_the_plain_dict_tasks_carry(
 
     token = FencingToken(holder, epoch, lease, "haptic")
     assert FencingToken.from_dict(json.loads(json.dumps(token.to_dict()))) == token
+
+
+def test_a_watched_release_or_new_term_wakes_the_elector_and_a_renewal_does_not() -> None:
+    seen = observe(None, held("a", epoch=3), now=100.0)
+    wakes = decisions.wakes_elector
+    # A follower ("b"): the holder renewing the same term is no news.
+    assert not wakes("b", None, seen, held("a", epoch=3, renew_s=5))
+    # Released, deleted, or another term on the Lease: read and act now.
+    assert wakes("b", None, seen, decisions.release_record(held("a", epoch=3), WALL))
+    assert wakes("b", None, seen, None)
+    assert wakes("b", None, seen, held("c", epoch=4))
+    assert wakes("b", None, None, held("a", epoch=3))  # never read yet
+    # The leader ("a", epoch 3): its own renewals never wake it, even one seen by the watch
+    # before the elector recorded its own write.
+    mine = observe(None, held("a", epoch=3), now=100.0)
+    assert not wakes("a", 3, mine, held("a", epoch=3, renew_s=5))
+    assert not wakes("a", 3, observe(None, held("a", epoch=2), now=90.0), held("a", epoch=3))
+    # ... but a raised epoch under our name, or another holder, ends its term at once.
+    assert wakes("a", 3, mine, held("a", epoch=4))
+    assert wakes("a", 3, mine, held("c", epoch=4))
+    # Nothing on the Lease, nothing seen: no news.
+    assert not wakes("b", None, observe(None, None, now=1.0), None)

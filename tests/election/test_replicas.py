@@ -116,6 +116,35 @@ def test_graceful_stop_hands_over_within_one_second_and_epochs_increase(
     assert_safe(group)
 
 
+def test_a_follower_takes_a_released_lease_before_its_next_retry(
+    api_server: Any, lease_name: str, replicas: Callable[..., Replica]
+) -> None:
+    """The Lease watch wakes the follower: the read that acquires the released Lease comes
+    sooner after the follower's previous read than any retry could (a retry waits at least
+    the retry period; jitter only lengthens it). Long retry period, so a retry cannot pass
+    for a wake-up."""
+    lease, renew, retry = 30.0, 20.0, 10.0
+    leader = replicas("watch-0", lease, renew, retry)
+    wait_for(lambda: leader.leading, timeout=20)
+    follower = replicas("watch-1", lease, renew, retry)
+    wait_for(lambda: follower.events("read"), timeout=20)  # it saw the Lease held
+    sent = leader.terminate()
+    started = wait_for(lambda: follower.events("started"), timeout=2 * retry)[-1]
+    reads = [r["t"] for r in follower.events("read") if r["t"] <= started["t"]]
+    assert len(reads) >= 2, f"the follower acquired without reading the released Lease: {reads}"
+    woke_after = reads[-1] - reads[-2]
+    assert woke_after < retry, (
+        f"the acquiring read came {woke_after:.2f}s after the previous one: a retry, not the watch"
+    )
+    # The order of the hand-over: the old term ended (gracefully) before the new one began.
+    leader.proc.wait(10)
+    stopped = leader.events("stopped")[-1]
+    assert stopped["reason"] == "graceful_shutdown"
+    assert sent <= stopped["t"] <= started["t"]
+    assert started["epoch"] == leader.events("started")[-1]["epoch"] + 1
+    assert_safe([leader, follower])
+
+
 def test_same_identity_reacquiring_after_a_restart_gets_a_new_epoch(
     api_server: Any, lease_name: str, replicas: Callable[..., Replica]
 ) -> None:

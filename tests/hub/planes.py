@@ -11,6 +11,7 @@ Shared by tests/hub/test_promoted_controller.py and bench/bench_fleet_failover.p
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -19,8 +20,11 @@ from pathlib import Path
 import kubernetes
 from kubernetes.client.exceptions import ApiException
 
+from controller.retained.checkpoint import checkpoint_name
+from controller.retained.intent import INTENT_ANNOTATION, MIRRORED_INTENT_ANNOTATION
+from controller.retained.store import retained_lease_name
 from devstack import stack
-from localcluster.testing import ApiServer
+from localcluster.testing import ApiServer, start_cluster
 from tests.e2e.harness import System, start_system
 
 NS = stack.NAMESPACE
@@ -30,6 +34,9 @@ HUB = {"lease_duration": 2.0, "renew_deadline": 1.5, "retry_period": 0.5, "paddi
        "promotion_dial_timeout": 0.3, "promotion_grace_period": 2.0, "publish_interval": 5.0,
        "mirror_prune_interval": 1.0}  # fmt: skip
 BUDGET = HUB["lease_duration"] + HUB["padding_seconds"] + HUB["retry_period"] + 1.0
+GROUP, VERSION = "haproxy-haptic.org", "v1alpha1"
+TEMPLATE = "haptic"
+BROKEN = "{{ this template does not parse"
 
 
 @dataclass
@@ -71,6 +78,58 @@ class ControlPlanes:
         return {t.get("holder") for t in self.applied_tokens().values()}
 
 
+def custom_object(api: ApiServer, plural: str, name: str) -> dict | None:
+    try:
+        return kubernetes.client.CustomObjectsApi(api.api_client()).get_namespaced_custom_object(
+            GROUP, VERSION, NS, plural, name, _request_timeout=5
+        )
+    except ApiException:
+        return None
+
+
+def intents(api: ApiServer) -> dict:
+    """The intent and the mirrored intent (the floor) on a cluster's retained-state Lease."""
+    leases = kubernetes.client.CoordinationV1Api(api.api_client())
+    try:
+        lease = leases.read_namespaced_lease(retained_lease_name(TEMPLATE), NS)
+    except ApiException:
+        return {}
+    annotations = lease.metadata.annotations or {}
+    return {
+        key: json.loads(annotations[key])
+        for key in (INTENT_ANNOTATION, MIRRORED_INTENT_ANNOTATION)
+        if key in annotations
+    }
+
+
+def mirrored_for_recovery(b: ApiServer, checksum: str) -> bool:
+    """B holds the re-parented checkpoint of `checksum`, the pointer to its copy, and it as
+    the floor (still carried, or adopted already)."""
+    template = custom_object(b, "haproxytemplateconfigs", TEMPLATE)
+    copy_ = custom_object(b, "haproxycfgs", checkpoint_name(TEMPLATE, checksum))
+    ordinary = custom_object(b, "haproxycfgs", TEMPLATE)
+    if template is None or copy_ is None or ordinary is None:
+        return False
+    uid = template["metadata"]["uid"]
+    pointers = (ordinary.get("status") or {}).get("retainedConfigs") or []
+    floors = intents(b)
+    return (
+        copy_["spec"]["templateUID"] == uid
+        and copy_["metadata"]["ownerReferences"][0]["uid"] == uid
+        and any(p["uid"] == copy_["metadata"]["uid"] for p in pointers)
+        and any(f.get("checksum") == checksum for f in floors.values())
+    )
+
+
+def break_rendering(api: ApiServer) -> None:
+    """The cluster's template no longer parses (on B: the mirror leaves its copy alone
+    until the Active's template changes)."""
+    kubernetes.client.CustomObjectsApi(api.api_client()).patch_namespaced_custom_object(
+        GROUP, VERSION, NS, "haproxytemplateconfigs", TEMPLATE,
+        {"spec": {"haproxyConfig": {"template": BROKEN}}},
+    )  # fmt: skip
+
+
 def _hub_env(role: str, own: ApiServer, ca: Path, suffix: str) -> dict[str, str]:
     env = {f"HAPTIC_HA_{k.upper()}": str(v) for k, v in HUB.items()}
     env.update(
@@ -83,18 +142,23 @@ def _hub_env(role: str, own: ApiServer, ca: Path, suffix: str) -> dict[str, str]
     return env
 
 
-def start_control_planes(name: str, haproxy_replicas: int = 2) -> ControlPlanes:
+def start_control_planes(
+    name: str, haproxy_replicas: int = 2, start_timeout: float = 30.0
+) -> ControlPlanes:
     """W with an `echo` backend and the Ingress `before.example`; A with the configuration
     and the agent token Secret; B with an empty namespace (the mirror fills it)."""
-    fleet = start_system(name, haproxy_replicas=haproxy_replicas, controllers=0, template=False)
+    w = start_cluster(Path(tempfile.mkdtemp(prefix="haptic-e2e-")), timeout=start_timeout)
+    fleet = start_system(
+        name, haproxy_replicas=haproxy_replicas, controllers=0, template=False, api=w
+    )
     state = Path(tempfile.mkdtemp(prefix="haptic-hub-planes-"))
     started: list[ApiServer] = []
     try:
         fleet.apply(stack.backend("echo", replicas=1))
         fleet.apply([stack.ingress("echo", "before.example", "echo")])
-        a = ApiServer.start(state / "a")
+        a = ApiServer.start(state / "a", timeout=start_timeout)
         started.append(a)
-        b = ApiServer.start(state / "b")
+        b = ApiServer.start(state / "b", timeout=start_timeout)
         started.append(b)
         stack.apply_objects(a.api_client(), stack.base_objects(fleet.token))
         stack.apply_objects(a.api_client(), [stack.template_config(stack.Timings.short())])

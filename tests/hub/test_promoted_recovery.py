@@ -11,7 +11,6 @@ floor the promoted side's first claim adopted). The pods that already run P are 
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from collections.abc import Iterator
@@ -20,18 +19,22 @@ import kubernetes
 import pytest
 
 from controller.hub.mirror_rules import MIRROR_LABEL
-from controller.retained.checkpoint import checkpoint_name
 from controller.retained.intent import INTENT_ANNOTATION, MIRRORED_INTENT_ANNOTATION
-from controller.retained.store import retained_lease_name
 from devstack.stack import wait_for
-from localcluster.testing import ApiServer
-from tests.hub.planes import ACTIVE, NS, STANDBY, ControlPlanes, start_control_planes
+from tests.hub.planes import (
+    ACTIVE,
+    NS,
+    STANDBY,
+    TEMPLATE,
+    ControlPlanes,
+    break_rendering,
+    custom_object,
+    intents,
+    mirrored_for_recovery,
+    start_control_planes,
+)
 
 pytestmark = pytest.mark.e2e
-
-GROUP, VERSION = "haproxy-haptic.org", "v1alpha1"
-TEMPLATE = "haptic"
-BROKEN = "{{ this template does not parse"
 
 
 @pytest.fixture(scope="module")
@@ -41,52 +44,6 @@ def planes() -> Iterator[ControlPlanes]:
         yield planes
     finally:
         planes.stop()
-
-
-def _custom(api: ApiServer) -> kubernetes.client.CustomObjectsApi:
-    return kubernetes.client.CustomObjectsApi(api.api_client())
-
-
-def _get(api: ApiServer, plural: str, name: str) -> dict | None:
-    try:
-        return _custom(api).get_namespaced_custom_object(
-            GROUP, VERSION, NS, plural, name, _request_timeout=5
-        )
-    except kubernetes.client.ApiException:
-        return None
-
-
-def _intent(api: ApiServer) -> dict:
-    planes_lease = kubernetes.client.CoordinationV1Api(api.api_client())
-    try:
-        lease = planes_lease.read_namespaced_lease(retained_lease_name(TEMPLATE), NS)
-    except kubernetes.client.ApiException:
-        return {}
-    annotations = lease.metadata.annotations or {}
-    return {
-        key: json.loads(annotations[key])
-        for key in (INTENT_ANNOTATION, MIRRORED_INTENT_ANNOTATION)
-        if key in annotations
-    }
-
-
-def _mirrored_for_recovery(b: ApiServer, checksum: str) -> bool:
-    """B holds the re-parented checkpoint of `checksum`, the pointer to its copy, and P as
-    the floor (still carried, or adopted already)."""
-    template = _get(b, "haproxytemplateconfigs", TEMPLATE)
-    copy_ = _get(b, "haproxycfgs", checkpoint_name(TEMPLATE, checksum))
-    ordinary = _get(b, "haproxycfgs", TEMPLATE)
-    if template is None or copy_ is None or ordinary is None:
-        return False
-    uid = template["metadata"]["uid"]
-    pointers = (ordinary.get("status") or {}).get("retainedConfigs") or []
-    floors = _intent(b)
-    return (
-        copy_["spec"]["templateUID"] == uid
-        and copy_["metadata"]["ownerReferences"][0]["uid"] == uid
-        and any(p["uid"] == copy_["metadata"]["uid"] for p in pointers)
-        and any(f.get("checksum") == checksum for f in floors.values())
-    )
 
 
 def test_promoted_standby_recovers_a_replacement_pod_from_the_actives_checkpoint(
@@ -102,19 +59,16 @@ def test_promoted_standby_recovers_a_replacement_pod_from_the_actives_checkpoint
     assert planes.applied_holders() == {ACTIVE}
     # The Active's intent names P and its checkpoint of P is published (and mirrored).
     wait_for(
-        lambda: _intent(a).get(INTENT_ANNOTATION, {}).get("checksum") == checksum,
+        lambda: intents(a).get(INTENT_ANNOTATION, {}).get("checksum") == checksum,
         60,
         what="the Active's intent names P",
     )
-    wait_for(lambda: _mirrored_for_recovery(b, checksum), 90, what="P mirrored for recovery")
+    wait_for(lambda: mirrored_for_recovery(b, checksum), 90, what="P mirrored for recovery")
 
     # Rendering breaks on the Standby: its copy of the template no longer parses (the
     # mirror leaves a copy alone until the Active's template changes).
-    _custom(b).patch_namespaced_custom_object(
-        GROUP, VERSION, NS, "haproxytemplateconfigs", TEMPLATE,
-        {"spec": {"haproxyConfig": {"template": BROKEN}}},
-    )  # fmt: skip
-    copy_ = _get(b, "haproxytemplateconfigs", TEMPLATE)
+    break_rendering(b)
+    copy_ = custom_object(b, "haproxytemplateconfigs", TEMPLATE)
     assert copy_ is not None and MIRROR_LABEL in copy_["metadata"]["labels"]
 
     planes.active.signal(signal.SIGKILL)
@@ -122,8 +76,8 @@ def test_promoted_standby_recovers_a_replacement_pod_from_the_actives_checkpoint
     # The promoted side's claim adopted the Active's intent as its floor.
     wait_for(
         lambda: (
-            _intent(b).get(INTENT_ANNOTATION, {}).get("checksum") == checksum
-            and MIRRORED_INTENT_ANNOTATION not in _intent(b)
+            intents(b).get(INTENT_ANNOTATION, {}).get("checksum") == checksum
+            and MIRRORED_INTENT_ANNOTATION not in intents(b)
         ),
         30,
         what="the floor adopted by the promoted side's claim",

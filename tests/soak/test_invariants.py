@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 from soak import invariants as inv
@@ -213,6 +214,21 @@ def test_pods_off_the_intent_inside_a_window_and_bootstrap_pods_are_not_judged()
     assert result.checked == 1 and result.ok
 
 
+def test_a_sample_whose_round_reaches_into_a_window_is_not_judged_at_rest() -> None:
+    """The sampler reads the intent first and the agents after: a round that began just
+    before a fault can read the old intent and then a pod the fault's deployment already
+    reached (seed 3: 0.35 s before ingress_change). The round ends before the next begins."""
+    samples = [
+        sample(10.0, "A", p1=("A", 1)),
+        sample(19.6, "A", p1=("B", 2)),  # round began before the window, read p1 inside it
+        sample(20.5, "B", p1=("B", 2)),
+        sample(40.0, "B", p1=("B", 2)),
+    ]
+    result = inv.check_intent_at_rest(samples, [Window("ingress_change", 20.0, 21.0)], grace=3)
+    assert result.ok, result.violations
+    assert result.checked == 2
+
+
 # -- the retained-config gauge ------------------------------------------------------------------
 
 
@@ -240,3 +256,126 @@ def test_incremental_mismatches_are_violations() -> None:
     assert result.checked == 2
     assert result.violations == ["t=2.000 c1: 2 mismatches"]
     assert result.notes == {"unread": 1}
+
+
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/haptic/leases/haptic-leader"
+CFG = "/apis/haproxy-haptic.org/v1alpha1/namespaces/haptic/haproxycfgs/haptic"
+MAP = "/apis/haproxy-haptic.org/v1alpha1/namespaces/haptic/haproxymapfiles/haptic-hosts"
+TEMPLATE = "/apis/haproxy-haptic.org/v1alpha1/namespaces/haptic/haproxytemplateconfigs/haptic"
+
+
+def lease_write(t: float, writer: str, holder: str, verb: str = "PUT") -> inv.ApiWrite:
+    return inv.ApiWrite(t, verb, LEASE, writer, 200, holder, "haptic-leader")
+
+
+def cfg_write(t: float, writer: str | None, path: str = CFG) -> inv.ApiWrite:
+    return inv.ApiWrite(t, "PUT", path, writer, 200)
+
+
+def test_a_write_after_the_writer_released_its_lease_is_flagged() -> None:
+    history = [
+        lease_write(1.0, "controller-0", "controller-0"),
+        cfg_write(2.0, "controller-0"),
+        lease_write(3.0, "controller-0", ""),  # graceful release
+        cfg_write(3.5, "controller-0", MAP),  # the drain should have stopped this
+        lease_write(4.0, "controller-1", "controller-1"),
+        cfg_write(5.0, "controller-0"),  # and this: taken by now
+        cfg_write(6.0, "controller-1"),
+    ]
+    result = inv.check_no_write_after_release(history, "haptic-leader")
+    assert result.checked == 4
+    assert len(result.violations) == 2, result.violations
+    assert all("controller-0 sent" in v and "released" in v for v in result.violations)
+    assert "t=3.500" in result.violations[0] and "t=5.000" in result.violations[1]
+    taken = [lease_write(1.0, "controller-0", "controller-0"), *history[4:]]
+    assert (
+        "taken by controller-1"
+        in inv.check_no_write_after_release(taken, "haptic-leader").violations[0]
+    )
+
+
+def test_writes_only_by_the_holder_pass_and_others_never_holding_are_flagged() -> None:
+    history = [
+        lease_write(1.0, "controller-0", "controller-0"),
+        cfg_write(2.0, "controller-0"),
+        inv.ApiWrite(2.5, "PATCH", TEMPLATE, "controller-1", 200),  # status: any replica
+        lease_write(3.0, "controller-0", ""),
+        lease_write(3.2, "controller-1", "controller-1"),
+        cfg_write(3.4, "controller-1"),
+        lease_write(9.0, "controller-0", "controller-0"),  # expiry take-over back
+        cfg_write(9.5, "controller-0"),
+    ]
+    assert inv.check_no_write_after_release(history, "haptic-leader").ok
+    strays = [cfg_write(10.0, "controller-2"), cfg_write(11.0, None)]
+    flagged = inv.check_no_write_after_release(history + strays, "haptic-leader")
+    assert len(flagged.violations) == 2
+    assert "never held" in flagged.violations[0]
+    assert "without a replica identity" in flagged.violations[1]
+
+
+def test_a_write_after_the_lease_was_deleted_is_noted_until_another_holds_it() -> None:
+    history = [
+        lease_write(1.0, "controller-0", "controller-0"),
+        lease_write(2.0, "soak", "", verb="DELETE"),
+        cfg_write(2.01, "controller-0"),  # its term check came just before the deletion
+        lease_write(3.0, "controller-1", "controller-1", verb="POST"),
+        cfg_write(4.0, "controller-0"),
+    ]
+    result = inv.check_no_write_after_release(history, "haptic-leader")
+    assert result.notes["after_lease_deleted"] == 1
+    assert len(result.violations) == 1 and "taken by controller-1" in result.violations[0]
+
+
+def test_the_audit_log_is_read_with_the_writers_identity() -> None:
+    agent = "haptic-controller/c-1"
+    lines = [
+        json.dumps({"t": 2.0, "verb": "PUT", "path": CFG, "userAgent": agent, "code": 200}),
+        json.dumps(
+            {
+                "t": 1.0,
+                "verb": "PUT",
+                "path": LEASE,
+                "userAgent": agent,
+                "code": 200,
+                "lease": "haptic-leader",
+                "holder": "c-1",
+            }
+        ),
+        json.dumps({"t": 3.0, "verb": "POST", "path": "/api/v1/x", "userAgent": "kubectl/v1.3"}),
+        "not json",
+    ]
+    writes = inv.parse_audit(lines)
+    assert [w.t for w in writes] == [1.0, 2.0, 3.0]
+    assert writes[0].holder == "c-1" and writes[0].lease == "haptic-leader"
+    assert writes[1].writer == "c-1" and writes[1].lease is None and writes[2].writer is None
+
+
+def promotion(**changes: object) -> inv.PromotionRound:
+    fields: dict = {
+        "t": 1.0,
+        "intent": "sha256:p",
+        "promoted": "ctl-b-0",
+        "before": {"h-0": ("sha256:p", "ctl-a-0"), "h-1": ("sha256:p", "ctl-a-0")},
+        "after": {"h-0": ("sha256:p", "ctl-a-0"), "h-1": ("sha256:p", "ctl-a-0")},
+        "replacement": ("sha256:p", "ctl-b-0"),
+    }
+    return inv.PromotionRound(**(fields | changes))
+
+
+def test_a_promoted_standby_round_that_recovers_the_intent_passes() -> None:
+    recovered, untouched = inv.check_promoted_recovery([promotion()])
+    assert recovered.ok and recovered.checked == 1
+    assert untouched.ok and untouched.checked == 2
+
+
+def test_a_promoted_standby_round_that_recovers_wrongly_is_flagged() -> None:
+    rounds = [
+        promotion(replacement=None),  # never Ready
+        promotion(replacement=("sha256:older", "ctl-b-0")),  # an older checkpoint
+        promotion(after={"h-0": ("sha256:p", "ctl-b-0"), "h-1": ("sha256:p", "ctl-a-0")}),
+    ]
+    recovered, untouched = inv.check_promoted_recovery(rounds)
+    assert len(recovered.violations) == 2
+    assert "never became Ready" in recovered.violations[0]
+    assert "sha256:older" in recovered.violations[1]
+    assert len(untouched.violations) == 1 and "h-0" in untouched.violations[0]

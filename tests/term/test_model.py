@@ -56,7 +56,7 @@ from controller.publish.kube import Objects
 from controller.render import RenderOutput
 from controller.rendergate import RenderGate
 from controller.retained.checkpoint import TemplateRef
-from controller.retained.intent import EPOCH_ANNOTATION, INTENT_ANNOTATION
+from controller.retained.intent import EPOCH_ANNOTATION, INTENT_ANNOTATION, DeploymentIntent
 from controller.retained.store import RetainedStateStore
 from controller.term.publisher import PublicationStopped
 from controller.watch.discovery import DiscoveredPod
@@ -77,6 +77,29 @@ WAIT = 30.0  # bound on every wait for a pipeline thread; a hang fails the examp
 BROKEN_TEMPLATE = "{% if %}"
 WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 TERM_WORK = 3  # dispatches a live term makes before a rule may end it
+MAX_PODS = 4  # more pods add steps to every deployment, not new interleavings
+
+
+# The request hook of each term's client, by its User-Agent (TermModel._recording_client).
+RECORDERS: dict[str, Callable[[str, str], None]] = {}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def record_by_user_agent() -> Iterator[None]:
+    """Every request of a client whose User-Agent names a model term goes through that
+    term's hook first, whichever copy of the client sends it."""
+    original = kubernetes.client.ApiClient.call_api
+
+    def call_api(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        hook = RECORDERS.get(self.user_agent)
+        if hook is not None:
+            hook(method, url)
+        return original(self, method, url, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kubernetes.client.ApiClient, "call_api", call_api)
+        yield
+    RECORDERS.clear()
 
 
 @pytest.fixture(scope="module")
@@ -234,11 +257,15 @@ class TermModel(RuleBasedStateMachine):
 
     def _recording_client(self, key: tuple[str, int]) -> Any:
         """An API client of its own for one term: every write it sends is recorded, and the
-        first request touching a checkpoint may run an interleaved step first."""
-        api_client = self.server.api_client()
-        original = api_client.call_api
+        first request touching a checkpoint may run an interleaved step first.
 
-        def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        Recorded by the client's User-Agent (record_by_user_agent), not by wrapping this
+        client object: the term's components make bounded copies of it (the publisher's,
+        the elector's), which keep the User-Agent as a replica's keep its identity."""
+        api_client = self.server.api_client()
+        api_client.user_agent = f"haptic-model/{self.name}/{key[0]}/{key[1]}"
+
+        def request(method: str, url: str) -> None:
             if "-cp-" in url and self.interleave is not None:
                 step, self.interleave = self.interleave, None
                 step()
@@ -246,9 +273,8 @@ class TermModel(RuleBasedStateMachine):
                 path = url.split("://", 1)[-1].split("/", 1)[-1]
                 with self.clock_lock:
                     self.writes.append(inv.Write(key, self.now, method, path))
-            return original(method, url, *args, **kwargs)
 
-        api_client.call_api = request
+        RECORDERS[api_client.user_agent] = request
         return api_client
 
     def _set_leader(self, holder: str | None, epoch: int | None = None) -> None:
@@ -440,8 +466,18 @@ class TermModel(RuleBasedStateMachine):
             return  # nothing was unpublished
         named = inv.publication_not_named_by_intent(intent, checksum)
         self._found("publication", named)
-        if not named:
-            self._found("checkpoint", inv.intent_without_checkpoint(intent, acknowledged, pointers))
+        if named:
+            return
+        if intent is not None and not self._still_named(intent):
+            # A deployment during the publication moved the intent on (its receipts replace
+            # the pods' older ones): the promise is now the new output's checkpoint, due at
+            # the next publication.
+            return
+        self._found("checkpoint", inv.intent_without_checkpoint(intent, acknowledged, pointers))
+
+    def _still_named(self, intent: DeploymentIntent) -> bool:
+        now = self.store.read_intent()
+        return now is not None and now.names(intent.plan_id, intent.checksum)
 
     def _live(self) -> bool:
         return self.current is not None and not self.current.stopped
@@ -494,7 +530,7 @@ class TermModel(RuleBasedStateMachine):
         assert self.current is not None
         self._render_and_wait(self.current)
 
-    @precondition(lambda self: self._live())
+    @precondition(lambda self: self._live() and not self.current.latched)
     @rule()
     def render_broken(self) -> None:
         self.broken = True
@@ -528,6 +564,7 @@ class TermModel(RuleBasedStateMachine):
         pending = sorted(ip for ip, a in self.agents.items() if a.pending_reload)
         self.agents[data.draw(st.sampled_from(pending), label="pod ip")].run_pending_reload()
 
+    @precondition(lambda self: self._live())
     @rule(data=st.data())
     def pace_reloads(self, data: st.DataObject) -> None:
         """A pod inside its minimum reload interval schedules its next reloads."""
@@ -651,6 +688,7 @@ class TermModel(RuleBasedStateMachine):
             decision = Apply("reload", (), previous, "old release")
             agent.apply(manifest(output, decision, "old-release", epoch, 1))
 
+    @precondition(lambda self: len(self.pods) < MAX_PODS)
     @rule()
     def add_bootstrap_pod(self) -> None:
         self._add_agent()
@@ -735,6 +773,8 @@ class TermModel(RuleBasedStateMachine):
         assert not found, "\n".join(found)
 
     def teardown(self) -> None:
+        for agent in [a for a in RECORDERS if a.startswith(f"haptic-model/{self.name}/")]:
+            del RECORDERS[agent]
         for term in self.terms:
             with contextlib.suppress(Exception):
                 term.pipeline.stop(drain=False)
