@@ -116,20 +116,24 @@ def json_patch(target: Any, ops: Any) -> Any:
                 doc = _add(doc, tokens, value)
             elif kind == "test":
                 if _resolve(doc, tokens) != op.get("value"):
-                    raise ApiError(
-                        422,
-                        f"the server rejected our request due to an error in our request: "
-                        f"testing value {path} failed",
-                    )
+                    raise _patch_failed(f"testing value {path} failed")
             else:
                 raise ApiError(400, f"Unexpected kind: {kind}")
         except (KeyError, IndexError, TypeError) as exc:
-            raise ApiError(
-                422,
-                f"the server rejected our request due to an error in our request: "
-                f'{kind} operation does not apply: doc is missing path: "{path}": {exc}',
+            raise _patch_failed(
+                f'{kind} operation does not apply: doc is missing path: "{path}": {exc}'
             ) from None
     return doc
+
+
+def _patch_failed(detail: str) -> ApiError:
+    """kube-apiserver's answer to a patch that does not apply: a generic 422 whose message is
+    fixed and whose one cause carries the patch library's words."""
+    return ApiError(
+        422,
+        "the server rejected our request due to an error in our request",
+        details={"causes": [{"reason": "UnexpectedServerResponse", "message": detail}]},
+    )
 
 
 def _item_key(item: Any, keys: tuple[str, ...]) -> Any:

@@ -115,6 +115,19 @@ def test_json_patch_operations_and_failed_test():
         json_patch(doc, [{"op": "replace", "path": "/missing", "value": 1}])
 
 
+def test_a_failed_json_patch_says_what_the_real_server_says() -> None:
+    """kube-apiserver answers a patch error as a generic 422: a fixed message, the patch
+    library's words in a cause (kubectl prints only the message; make fidelity compares it)."""
+    with pytest.raises(ApiError) as err:
+        json_patch({"b": {"c": 1}}, [{"op": "test", "path": "/b/c", "value": 2}])
+    status = err.value.status()
+    assert (status["code"], status["reason"]) == (422, "Invalid")
+    assert status["message"] == "the server rejected our request due to an error in our request"
+    assert status["details"]["causes"] == [
+        {"reason": "UnexpectedServerResponse", "message": "testing value /b/c failed"}
+    ]
+
+
 @settings(deadline=None)
 @given(
     st.lists(st.tuples(names, json_leaf), max_size=5, unique_by=lambda t: t[0]),
