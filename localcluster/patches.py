@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
 
 from localcluster.errors import ApiError
 from localcluster.resources import ListKeys
+
+log = logging.getLogger(__name__)
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -127,13 +130,11 @@ def json_patch(target: Any, ops: Any) -> Any:
 
 
 def _patch_failed(detail: str) -> ApiError:
-    """kube-apiserver's answer to a patch that does not apply: a generic 422 whose message is
-    fixed and whose one cause carries the patch library's words."""
-    return ApiError(
-        422,
-        "the server rejected our request due to an error in our request",
-        details={"causes": [{"reason": "UnexpectedServerResponse", "message": detail}]},
-    )
+    """kube-apiserver's answer to a patch that does not apply: a generic 422 (its
+    NewGenericServerResponse), whose fixed message drops the patch library's words
+    (`detail`, logged here at debug level only)."""
+    log.debug("patch does not apply: %s", detail)
+    return ApiError(422, "the server rejected our request due to an error in our request")
 
 
 def _item_key(item: Any, keys: tuple[str, ...]) -> Any:
