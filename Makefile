@@ -60,8 +60,10 @@ format: $(STAMP)
 PYTEST_WORKERS ?= 3
 # The real tier: run again, with HAPTIC_TEST_CLUSTER=real, on the real control plane (make
 # kube): every end-to-end and hub test and every test the seeds name (tests/test_real_tier.py
-# checks), with tests/real and tests/fidelity. Longest modules first, so that no worker is
-# left with a long one at the end.
+# checks), with tests/real and tests/fidelity. Run in collection order (pytest-django puts
+# the transactional tests, tests/real/test_manifests.py the longest, first), not xdist's
+# "modules with the most tests first" (--no-loadscope-reorder), which would leave the long
+# single tests to the end.
 REAL_TIER ?= tests/real/test_manifests.py tests/e2e tests/hub tests/retained/test_drain.py \
 	tests/retained/test_renewal.py tests/retained/test_seed_cases.py \
 	tests/retained/test_term_holes.py tests/real tests/fidelity
@@ -76,7 +78,7 @@ test: lint browser $(KUBE_BUILT)
 		--ignore=tests/real --ignore=tests/fidelity $(PYTEST_ARGS) || status=1; \
 	echo ">> real tier: $(REAL_TIER) on the real control plane"; \
 	$(TEST_ENV) HAPTIC_TEST_CLUSTER=real $(VENV)/bin/pytest -n $(PYTEST_WORKERS) \
-		--dist loadfile $(REAL_TIER) $(PYTEST_ARGS) || status=1; \
+		--dist loadfile --no-loadscope-reorder $(REAL_TIER) $(PYTEST_ARGS) || status=1; \
 	exit $$status
 
 bench: $(STAMP)
