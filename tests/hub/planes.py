@@ -1,4 +1,4 @@
-"""Two whole control planes and one shared fleet, on three local API servers.
+"""Two whole control planes and one shared fleet, on three clusters (started in parallel).
 
 The Active's cluster (A) and the Standby's (B) each keep their own HAProxyTemplateConfig,
 Leases and checkpoints; the workload cluster (W) holds the Ingresses, Services, backends and
@@ -20,7 +20,7 @@ import kubernetes
 from kubernetes.client.exceptions import ApiException
 
 from devstack import stack
-from localcluster.testing import ApiServer
+from localcluster.testing import ApiServer, start_clusters
 from tests.e2e.harness import System, start_system
 
 NS = stack.NAMESPACE
@@ -86,16 +86,20 @@ def _hub_env(role: str, own: ApiServer, ca: Path, suffix: str) -> dict[str, str]
 def start_control_planes(name: str, haproxy_replicas: int = 2) -> ControlPlanes:
     """W with an `echo` backend and the Ingress `before.example`; A with the configuration
     and the agent token Secret; B with an empty namespace (the mirror fills it)."""
-    fleet = start_system(name, haproxy_replicas=haproxy_replicas, controllers=0, template=False)
+    w, a, b = start_clusters(3)
+    try:
+        fleet = start_system(
+            name, haproxy_replicas=haproxy_replicas, controllers=0, template=False, api=w
+        )
+    except BaseException:
+        a.stop()
+        b.stop()
+        raise
     state = Path(tempfile.mkdtemp(prefix="haptic-hub-planes-"))
-    started: list[ApiServer] = []
+    started: list[ApiServer] = [a, b]
     try:
         fleet.apply(stack.backend("echo", replicas=1))
         fleet.apply([stack.ingress("echo", "before.example", "echo")])
-        a = ApiServer.start(state / "a")
-        started.append(a)
-        b = ApiServer.start(state / "b")
-        started.append(b)
         stack.apply_objects(a.api_client(), stack.base_objects(fleet.token))
         stack.apply_objects(a.api_client(), [stack.template_config(stack.Timings.short())])
         stack.apply_objects(b.api_client(), stack.base_objects(fleet.token)[:1])

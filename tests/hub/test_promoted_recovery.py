@@ -27,7 +27,8 @@ from devstack.stack import wait_for
 from localcluster.testing import ApiServer
 from tests.hub.planes import ACTIVE, NS, STANDBY, ControlPlanes, start_control_planes
 
-pytestmark = pytest.mark.e2e
+# Three clusters to start first: on the real tier, under load, more than the suite's 300 s.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 GROUP, VERSION = "haproxy-haptic.org", "v1alpha1"
 TEMPLATE = "haptic"
