@@ -266,6 +266,7 @@ class Dispatcher:
         path deployed (a dispatch, a push, a repair, drift prevention, recovery)."""
         unreached = {o.pod.name for o in outcomes if o.action is PodAction.FAILED}
         if unreached:
+            log.info("agents not reached, retrying shortly: %s", sorted(unreached))
             self._known_pods -= unreached
             self._retry_pods_at = time.monotonic() + PUSH_RETRY_DELAY
 
