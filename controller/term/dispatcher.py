@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from contract import PodAction
 from controller.deploy.deployer import PodOutcome
 from controller.deploy.scheduler import DeploymentScheduler, Dispatch, Idle, WaitUntil
 from controller.fencing import StaleTerm
@@ -264,7 +263,7 @@ class Dispatcher:
         """A pod whose agent could not be reached (not listening yet: a new pod shows its IP
         first) is no longer known, so the push to new pods retries it shortly, whichever
         path deployed (a dispatch, a push, a repair, drift prevention, recovery)."""
-        unreached = {o.pod.name for o in outcomes if o.action is PodAction.FAILED}
+        unreached = {o.pod.name for o in outcomes if o.unreachable}
         if unreached:
             log.info("agents not reached, retrying shortly: %s", sorted(unreached))
             self._known_pods -= unreached
