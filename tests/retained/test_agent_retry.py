@@ -44,6 +44,10 @@ def test_a_pod_whose_agent_refused_connections_is_deployed_once_it_listens(
         30,
         "a deployment that found haproxy-1's agent refusing connections",
     )
+    refused = [
+        o for _, outcomes in list(deployer.calls) for o in outcomes if o.pod.name == "haproxy-1"
+    ]
+    assert refused[0].unreachable, refused[0]  # no agent answered: not an error it returned
     late.start()
     late.client = type(late.client)(late.url, TOKEN, timeout=20.0)
     listening_from = len(deployer.calls)
