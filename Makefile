@@ -55,16 +55,34 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 
 # Most end-to-end tests wait on real processes rather than compute, so three workers share
-# the two cores well; --dist loadfile keeps each module (and its shared stack) on one worker.
+# the two cores well; --dist loadfile keeps each module (and its shared stack) on one
+# worker, but spreads the tests of SPREAD_ACROSS_WORKERS (tests/conftest.py).
 PYTEST_WORKERS ?= 3
+# The real tier: run again, with HAPTIC_TEST_CLUSTER=real, on the real control plane (make
+# kube): every end-to-end and hub test and every test the seeds name (tests/test_real_tier.py
+# checks), with tests/real and tests/fidelity. Run in collection order (pytest-django puts
+# the transactional tests, tests/real/test_manifests.py the longest, first), not xdist's
+# "modules with the most tests first" (--no-loadscope-reorder), which would leave the long
+# single tests to the end.
+REAL_TIER ?= tests/real/test_manifests.py tests/e2e tests/hub tests/retained/test_drain.py \
+	tests/retained/test_renewal.py tests/retained/test_seed_cases.py \
+	tests/retained/test_term_holes.py tests/real tests/fidelity
+TEST_ENV = DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)}
 
-test: lint browser
-	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
-		$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+# Both tiers run, each printing its own summary; either failing (exit 5, nothing collected,
+# included) fails the target.
+test: lint browser $(KUBE_BUILT)
+	@status=0; \
+	echo ">> local tier: the whole suite on the local cluster"; \
+	$(TEST_ENV) $(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile \
+		--ignore=tests/real --ignore=tests/fidelity $(PYTEST_ARGS) || status=1; \
+	echo ">> real tier: $(REAL_TIER) on the real control plane"; \
+	$(TEST_ENV) HAPTIC_TEST_CLUSTER=real $(VENV)/bin/pytest -n $(PYTEST_WORKERS) \
+		--dist loadfile --no-loadscope-reorder $(REAL_TIER) $(PYTEST_ARGS) || status=1; \
+	exit $$status
 
 bench: $(STAMP)
-	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
-		$(PY) -m bench $(BENCH_ARGS)
+	$(TEST_ENV) $(PY) -m bench $(BENCH_ARGS)
 
 # Random faults under load with invariant checks (not part of `make test`): first the term
 # model test with many more examples (random, shrunk), then 3 minutes per seed for

@@ -287,7 +287,8 @@ class Process:
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
     # Signal the child gets when its parent dies (Linux), so a supervisor that is killed
-    # outright leaves no orphans; None for processes meant to outlive their starter.
+    # outright leaves no orphans; None for processes meant to outlive their starter. Linux
+    # sends it when the *thread* that started the child ends: start it from one that lasts.
     parent_death_signal: int | None = None
 
     def start(self) -> Process:

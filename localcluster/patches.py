@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
 
 from localcluster.errors import ApiError
 from localcluster.resources import ListKeys
+
+log = logging.getLogger(__name__)
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -116,20 +119,22 @@ def json_patch(target: Any, ops: Any) -> Any:
                 doc = _add(doc, tokens, value)
             elif kind == "test":
                 if _resolve(doc, tokens) != op.get("value"):
-                    raise ApiError(
-                        422,
-                        f"the server rejected our request due to an error in our request: "
-                        f"testing value {path} failed",
-                    )
+                    raise _patch_failed(f"testing value {path} failed")
             else:
                 raise ApiError(400, f"Unexpected kind: {kind}")
         except (KeyError, IndexError, TypeError) as exc:
-            raise ApiError(
-                422,
-                f"the server rejected our request due to an error in our request: "
-                f'{kind} operation does not apply: doc is missing path: "{path}": {exc}',
+            raise _patch_failed(
+                f'{kind} operation does not apply: doc is missing path: "{path}": {exc}'
             ) from None
     return doc
+
+
+def _patch_failed(detail: str) -> ApiError:
+    """kube-apiserver's answer to a patch that does not apply: a generic 422 (its
+    NewGenericServerResponse), whose fixed message drops the patch library's words
+    (`detail`, logged here at debug level only)."""
+    log.debug("patch does not apply: %s", detail)
+    return ApiError(422, "the server rejected our request due to an error in our request")
 
 
 def _item_key(item: Any, keys: tuple[str, ...]) -> Any:

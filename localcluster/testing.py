@@ -231,14 +231,31 @@ class ApiServer(ClusterHandle):
         self._end(signal.SIGTERM, timeout)
 
 
-@contextlib.contextmanager
-def api_servers(count: int, **kwargs: Any) -> Iterator[list[ApiServer]]:
-    """`count` servers (each `ApiServer.start(**kwargs)`), all stopped on exit, also when a
-    later one fails to start."""
+def start_clusters(count: int, timeout: float | None = None) -> list[Any]:
+    """`count` clusters as start_cluster() makes them; the real control planes are started
+    in parallel (each takes tens of seconds, most of it waiting). If one fails, the others
+    are stopped. `timeout`: a local API server's start bound (a loaded soak needs longer);
+    the real control planes keep their own."""
+    if test_cluster_kind() == "real":
+        from localcluster.real.testing import RealApiServer
+
+        return RealApiServer.start_many(count)
     started: list[ApiServer] = []
     try:
         for _ in range(count):
-            started.append(ApiServer.start(**kwargs))
+            started.append(ApiServer.start(**({"timeout": timeout} if timeout else {})))
+    except BaseException:
+        for server in started:
+            server.stop()
+        raise
+    return started
+
+
+@contextlib.contextmanager
+def api_servers(count: int) -> Iterator[list[Any]]:
+    """`start_clusters(count)`, all stopped on exit."""
+    started = start_clusters(count)
+    try:
         yield started
     finally:
         for server in started:

@@ -73,3 +73,24 @@ def celery_worker(queue: str, **env: str) -> Iterator[subprocess.Popen]:
         except subprocess.TimeoutExpired:
             worker.kill()
             worker.wait()
+
+
+# Modules whose every test starts its own system: under `--dist loadfile` their tests may
+# run on different workers (each other module stays on one, sharing its module's stack).
+SPREAD_ACROSS_WORKERS = frozenset({"tests/e2e/test_retained_configuration.py"})
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadfile`, except for SPREAD_ACROSS_WORKERS (the longest module would
+    otherwise be one worker's tail). A scheduler of our own, since `--dist loadgroup` does
+    not group under pytest 9 (xdist 3.8 sets an attribute pytest 9 no longer reads)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ModuleScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return nodeid if module in SPREAD_ACROSS_WORKERS else module
+
+    return ModuleScheduling(config, log)

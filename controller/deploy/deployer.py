@@ -43,6 +43,7 @@ class PodOutcome:
     state: AgentState | None
     error: str | None = None
     reason: str | None = None  # the agent's machine-readable refusal reason
+    unreachable: bool = False  # no answer at all (not listening yet, connection lost)
 
     def __post_init__(self) -> None:
         # The agent's `result` arrives as text: one type from here on.
@@ -66,6 +67,11 @@ class PodOutcome:
     def receipt(self, output: RenderOutput) -> PodReceipt | None:
         report = self.report
         return acknowledgement(report, output.plan_id, output.checksum) if report else None
+
+
+def _failed(pod: HAProxyPod, state: AgentState | None, exc: AgentError) -> PodOutcome:
+    # An AgentError without a status is one no agent answered (agents/client.py).
+    return PodOutcome(pod, PodAction.FAILED, state, error=str(exc), unreachable=exc.status is None)
 
 
 class AgentPool:
@@ -171,13 +177,13 @@ class Deployer:
             reuse = cached is not None and not verify and cached.applied_plan_id != output.plan_id
             state = cached if reuse and cached is not None else client.state(verify=verify)
         except AgentError as exc:
-            return PodOutcome(pod, PodAction.FAILED, None, error=str(exc))
+            return _failed(pod, None, exc)
         outcome = self._apply(client, pod, state, output, holder, epoch, sequence, known_plans)
         if outcome.reason == "unexpected_previous_plan" and reuse:
             try:
                 state = client.state()
             except AgentError as exc:
-                return PodOutcome(pod, PodAction.FAILED, None, error=str(exc))
+                return _failed(pod, None, exc)
             outcome = self._apply(client, pod, state, output, holder, epoch, sequence, known_plans)
         self._remember(pod, outcome)
         return outcome
@@ -227,7 +233,7 @@ class Deployer:
         except AgentRejected as exc:
             return PodOutcome(pod, PodAction.FAILED, state, error=exc.error_text or str(exc))
         except AgentError as exc:
-            return PodOutcome(pod, PodAction.FAILED, state, error=str(exc))
+            return _failed(pod, state, exc)
         log.info("pod %s: %s (%s)", pod.name, result.result, why)
         return PodOutcome(pod, result.result, result.state)
 
@@ -260,7 +266,7 @@ class Deployer:
         except AgentConflict as exc:
             return PodOutcome(pod, PodAction.REFUSED, state, error=str(exc), reason=exc.reason)
         except AgentError as exc:
-            return PodOutcome(pod, PodAction.FAILED, state, error=str(exc))
+            return _failed(pod, state, exc)
         self._last_state.pop(pod.uid, None)
         log.info("pod %s: reverted to last-known-good %s", pod.name, lkg)
         return PodOutcome(pod, result.result, result.state)

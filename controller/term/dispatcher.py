@@ -233,6 +233,7 @@ class Dispatcher:
             self.last_deploy_at = time.monotonic()
             DEPLOY_DURATION.observe(self.last_deploy_at - started)
             self._absorb(output, outcomes)
+            self._retry_unreached(outcomes)
         if output is ctx.state.last_good:
             self.maybe_converged(output)
         return outcomes
@@ -257,6 +258,16 @@ class Dispatcher:
             )
             return False
         return True
+
+    def _retry_unreached(self, outcomes: Sequence[PodOutcome]) -> None:
+        """A pod whose agent could not be reached (not listening yet: a new pod shows its IP
+        first) is no longer known, so the push to new pods retries it shortly, whichever
+        path deployed (a dispatch, a push, a repair, drift prevention, recovery)."""
+        unreached = {o.pod.name for o in outcomes if o.unreachable}
+        if unreached:
+            log.info("agents not reached, retrying shortly: %s", sorted(unreached))
+            self._known_pods -= unreached
+            self._retry_pods_at = time.monotonic() + PUSH_RETRY_DELAY
 
     def _record_intent(self, output: RenderOutput, only_if_named: bool = False) -> bool:
         """The intent must name the output about to be applied (ADR-0033, issue 15 hole 1).

@@ -12,6 +12,7 @@ import socket
 import ssl
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,6 +133,13 @@ class ControlPlane:
     # -- start ------------------------------------------------------------------------------
 
     def start(self, timeout: float = 120.0) -> None:
+        for _ in self.stages(time.monotonic() + timeout):
+            pass
+
+    def stages(self, deadline: float) -> Iterator[None]:
+        """start() in steps: each yield leaves a process starting up. Stepping several planes
+        in turn starts them in parallel from one thread (start_many); threads would not do,
+        as a child's parent-death signal fires when the thread that started it ends."""
         missing = missing_binaries(self.bin_dir)
         if missing:
             raise RuntimeError(f"not built: {', '.join(missing)} (run `make kube`)")
@@ -145,11 +153,12 @@ class ControlPlane:
             stem = ident.file_stem
             user = client_certificate(self.pki, stem)
             write_kubeconfig(self.kubeconfig_for(stem), self.url, ca, user)
-        deadline = time.monotonic() + timeout
         try:
             self.etcd_url = self._start_etcd()
+            yield
             _wait_http(f"{self.etcd_url}/health", deadline, self._alive("etcd"))
             self._start_apiserver(self.etcd_url)
+            yield
             self._wait_apiserver(deadline)
             self._start_controllers()
             if self.crd_dir is not None:
@@ -348,3 +357,17 @@ def _wait_http(url: str, deadline: float, alive, ctx: ssl.SSLContext | None = No
 
 def _established(crd) -> bool:
     return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
+
+
+def start_many(planes: list[ControlPlane], timeout: float = 120.0) -> None:
+    """Start every plane, their stages interleaved (the waits overlap); if one fails, the
+    others are stopped too."""
+    deadline = time.monotonic() + timeout
+    steps = [plane.stages(deadline) for plane in planes]
+    try:
+        while steps:
+            steps = [s for s in steps if next(s, StopIteration) is not StopIteration]
+    except BaseException:
+        for plane in planes:
+            plane.stop()
+        raise

@@ -12,7 +12,7 @@ from typing import Any
 
 from localcluster.testing import ClusterHandle
 
-from .cluster import ControlPlane
+from .cluster import ControlPlane, start_many
 
 
 class FaultsUnsupported(unittest.SkipTest):
@@ -56,6 +56,19 @@ class RealApiServer(ClusterHandle):
             raise
         return cls(plane, own_dir)
 
+    @classmethod
+    def start_many(cls, count: int, timeout: float = 180.0) -> list[RealApiServer]:
+        """`count` clusters in temporary state dirs, started in parallel (start_many)."""
+        dirs = [Path(tempfile.mkdtemp(prefix="localcluster-real-test-")) for _ in range(count)]
+        planes = [ControlPlane(d) for d in dirs]
+        try:
+            start_many(planes, timeout)
+        except BaseException:
+            for d in dirs:
+                shutil.rmtree(d, ignore_errors=True)
+            raise
+        return [cls(plane, own_dir=True) for plane in planes]
+
     @property
     def url(self) -> str:
         return self.plane.url
@@ -87,7 +100,7 @@ class RealApiServer(ClusterHandle):
         raise FaultsUnsupported("fault injection needs the local API server")
 
     def clear_faults(self) -> None:
-        raise FaultsUnsupported("fault injection needs the local API server")
+        """Nothing to clear: no fault can have been added (a fixture's cleanup calls this)."""
 
     def kill(self) -> None:
         """SIGKILL the API server (a crash); etcd keeps the state for restart()."""

@@ -1,5 +1,6 @@
-"""Fixtures for the hub tests: real local API servers (the Active's and the Standby's
-clusters), a fresh namespace per test, and helpers that build hub parts against them."""
+"""Fixtures for the hub tests: the Active's and the Standby's clusters (local API servers, or
+real control planes with HAPTIC_TEST_CLUSTER=real), a fresh namespace per test, and helpers
+that build hub parts against them."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from kubernetes import client
 
 from controller.hub.clients import no_retries
 from controller.hub.kube import TEMPLATE, Kube
-from localcluster.testing import ApiServer, api_servers
+from localcluster.testing import ApiServer, api_servers, test_cluster_kind
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,7 +38,13 @@ def _cluster(api: ApiServer) -> Cluster:
     return Cluster(api=api, client=c, kube=Kube(c, 5.0))
 
 
-@pytest.fixture(scope="module")
+def _servers_scope(fixture_name: str, config: pytest.Config) -> str:
+    """Every test works in a fresh namespace, so the pair may outlive a module: on the real
+    cluster (tens of seconds to start) one pair serves a whole worker session."""
+    return "session" if test_cluster_kind() == "real" else "module"
+
+
+@pytest.fixture(scope=_servers_scope)
 def servers() -> Iterator[tuple[ApiServer, ApiServer]]:
     with api_servers(2) as (a, b):
         yield a, b

@@ -1,4 +1,4 @@
-"""Two whole control planes and one shared fleet, on three local API servers.
+"""Two whole control planes and one shared fleet, on three clusters (started in parallel).
 
 The Active's cluster (A) and the Standby's (B) each keep their own HAProxyTemplateConfig,
 Leases and checkpoints; the workload cluster (W) holds the Ingresses, Services, backends and
@@ -24,7 +24,7 @@ from controller.retained.checkpoint import checkpoint_name
 from controller.retained.intent import INTENT_ANNOTATION, MIRRORED_INTENT_ANNOTATION
 from controller.retained.store import retained_lease_name
 from devstack import stack
-from localcluster.testing import ApiServer, start_cluster
+from localcluster.testing import ApiServer, start_clusters
 from tests.e2e.harness import System, start_system
 
 NS = stack.NAMESPACE
@@ -147,19 +147,20 @@ def start_control_planes(
 ) -> ControlPlanes:
     """W with an `echo` backend and the Ingress `before.example`; A with the configuration
     and the agent token Secret; B with an empty namespace (the mirror fills it)."""
-    w = start_cluster(Path(tempfile.mkdtemp(prefix="haptic-e2e-")), timeout=start_timeout)
-    fleet = start_system(
-        name, haproxy_replicas=haproxy_replicas, controllers=0, template=False, api=w
-    )
+    w, a, b = start_clusters(3, timeout=start_timeout)
+    try:
+        fleet = start_system(
+            name, haproxy_replicas=haproxy_replicas, controllers=0, template=False, api=w
+        )
+    except BaseException:
+        a.stop()
+        b.stop()
+        raise
     state = Path(tempfile.mkdtemp(prefix="haptic-hub-planes-"))
-    started: list[ApiServer] = []
+    started: list[ApiServer] = [a, b]
     try:
         fleet.apply(stack.backend("echo", replicas=1))
         fleet.apply([stack.ingress("echo", "before.example", "echo")])
-        a = ApiServer.start(state / "a", timeout=start_timeout)
-        started.append(a)
-        b = ApiServer.start(state / "b", timeout=start_timeout)
-        started.append(b)
         stack.apply_objects(a.api_client(), stack.base_objects(fleet.token))
         stack.apply_objects(a.api_client(), [stack.template_config(stack.Timings.short())])
         stack.apply_objects(b.api_client(), stack.base_objects(fleet.token)[:1])

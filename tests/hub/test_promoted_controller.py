@@ -30,7 +30,8 @@ from tests.hub.conftest import REPO_ROOT
 from tests.hub.planes import ACTIVE, BUDGET, NS, STANDBY, ControlPlanes, start_control_planes
 from tests.hub.scenario import reload_manifest
 
-pytestmark = pytest.mark.e2e
+# Three clusters to start first: on the real tier, under load, more than the suite's 300 s.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 GROUP, VERSION = "haproxy-haptic.org", "v1alpha1"
 ROLE_LABEL = "haproxy-haptic.org/role"

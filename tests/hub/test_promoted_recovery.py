@@ -34,7 +34,8 @@ from tests.hub.planes import (
     start_control_planes,
 )
 
-pytestmark = pytest.mark.e2e
+# Three clusters to start first: on the real tier, under load, more than the suite's 300 s.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")

@@ -115,6 +115,18 @@ def test_json_patch_operations_and_failed_test():
         json_patch(doc, [{"op": "replace", "path": "/missing", "value": 1}])
 
 
+def test_a_failed_json_patch_says_what_the_real_server_says() -> None:
+    """kube-apiserver answers a patch error as a generic 422: a fixed message and no causes
+    (kubectl then prints "The request is invalid: " and the message; make fidelity compares
+    that line)."""
+    with pytest.raises(ApiError) as err:
+        json_patch({"b": {"c": 1}}, [{"op": "test", "path": "/b/c", "value": 2}])
+    status = err.value.status()
+    assert (status["code"], status["reason"]) == (422, "Invalid")
+    assert status["message"] == "the server rejected our request due to an error in our request"
+    assert "causes" not in (status.get("details") or {})
+
+
 @settings(deadline=None)
 @given(
     st.lists(st.tuples(names, json_leaf), max_size=5, unique_by=lambda t: t[0]),

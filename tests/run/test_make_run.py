@@ -435,8 +435,8 @@ def test_the_timeline_shows_this_runs_deployments_and_leader_change(make_run: Ma
     deployments of the new term's plan after the hand-over."""
     from playwright.sync_api import expect, sync_playwright
 
-    from tests.site.test_browser import ARTIFACTS as SITE_ARTIFACTS
-    from tests.site.test_browser import CHROMIUM
+    from tests.site.conftest import ARTIFACTS as SITE_ARTIFACTS
+    from tests.site.conftest import CHROMIUM
 
     make_run.wait_line("Try:", timeout=240)
     api = kubernetes.config.new_client_from_config(
@@ -506,6 +506,7 @@ def test_the_timeline_shows_this_runs_deployments_and_leader_change(make_run: Ma
     ended = datetime.now(UTC) + timedelta(seconds=2)
     window = f"{web}/timeline/?start={began:%Y-%m-%dT%H:%M:%SZ}&end={ended:%Y-%m-%dT%H:%M:%SZ}"
     password = (make_run.var_dir / "admin-password").read_text().strip()
+    SITE_ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"]
