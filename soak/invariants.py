@@ -7,7 +7,7 @@ Each check returns a Result: how many things it checked and every violation foun
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -351,7 +351,18 @@ def check_intent_at_rest(
 def check_gauge_after_convergence(readings: Iterable[tuple[float, str, float | None]]) -> Result:
     """haptic_retained_config_active read from every controller once the fleet converged on
     a current render after a fault: 0 (recovery is over); a missing reading is not judged."""
-    result = Result("the gauge haptic_retained_config_active is 0 after convergence")
+    return _all_zero(
+        "the gauge haptic_retained_config_active is 0 after convergence",
+        readings,
+        lambda value: f"gauge {value:g} after convergence",
+    )
+
+
+def _all_zero(
+    title: str, readings: Iterable[tuple[float, str, float | None]], says: Callable[[float], str]
+) -> Result:
+    """A metric read from every controller must be 0; a missing reading is only counted."""
+    result = Result(title)
     unread = 0
     for t, controller, value in readings:
         if value is None:
@@ -359,7 +370,7 @@ def check_gauge_after_convergence(readings: Iterable[tuple[float, str, float | N
             continue
         result.checked += 1
         if value != 0:
-            result.violations.append(f"t={t:.3f} {controller}: gauge {value:g} after convergence")
+            result.violations.append(f"t={t:.3f} {controller}: {says(value)}")
     result.notes = {"unread": unread} if unread else {}
     return result
 
@@ -371,17 +382,11 @@ def check_incremental_agrees(readings: Iterable[tuple[float, str, float | None]]
     """haptic_incremental_mismatch_total read from every controller after each fault: 0
     (every consistency check found the incremental output byte for byte the full render's;
     docs/design/incremental.md); a missing reading is not judged."""
-    result = Result("the incremental path gives the full render's bytes")
-    unread = 0
-    for t, controller, value in readings:
-        if value is None:
-            unread += 1
-            continue
-        result.checked += 1
-        if value != 0:
-            result.violations.append(f"t={t:.3f} {controller}: {value:g} mismatches")
-    result.notes = {"unread": unread} if unread else {}
-    return result
+    return _all_zero(
+        "the incremental path gives the full render's bytes",
+        readings,
+        lambda value: f"{value:g} mismatches",
+    )
 
 
 # -- no HAProxyCfg write after the writer's Lease was released -------------------------------
