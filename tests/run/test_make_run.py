@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 import httpx
 import kubernetes
@@ -422,7 +423,8 @@ def _marks(page: Any, url: str, kind: str, depth: int = 3) -> list[dict]:
     out = [m for m in found if m["kind"] == kind]
     for cluster in (m for m in found if m["kind"] == "cluster"):
         if depth and f" {kind}" in cluster["title"]:
-            out += _marks(page, cluster["href"], kind, depth - 1)
+            # The zoom's href is relative to the page (the site's own path).
+            out += _marks(page, urljoin(url, cluster["href"]), kind, depth - 1)
     return out
 
 
