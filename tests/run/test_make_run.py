@@ -607,8 +607,11 @@ def _check_deployments(
     both before the hand-over; the second term's plan after it, last; drawn left to right
     in the order they happened."""
     marks = []
+    # A mark's instant has whole seconds: a deployment in the second the test began (an
+    # in-process deploy can land within it) must count.
+    since = since.replace(microsecond=0)
     for kind in ("reload", "runtime", "file-only"):
-        marks += [dict(m, kind=kind) for m in _marks(page, window, kind) if _at(m) > since]
+        marks += [dict(m, kind=kind) for m in _marks(page, window, kind) if _at(m) >= since]
     pods: dict[str, list[dict]] = {}
     for mark in marks:
         pods.setdefault(mark["title"].split()[0], []).append(mark)
