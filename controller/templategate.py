@@ -25,10 +25,10 @@ from typing import Any
 
 from kubernetes import client
 
-from contract import GROUP, TEMPLATE_PLURAL, VERSION
 from controller.metrics import TEMPLATE_REFUSED as REFUSED
 from controller.metrics import TEMPLATE_VALIDATION_RUNS as RUNS
 from controller.render.validate import TestResult, run_tests
+from controller.render.warnings import fenced_template_status
 from controller.watch.caches import template_fingerprint
 
 log = logging.getLogger(__name__)
@@ -185,7 +185,7 @@ def template_reporter(
 ) -> Report:
     """The leader's report of a verdict: an Event on the template config and its
     `TemplateValidated` condition (other conditions kept), written only within the term."""
-    custom = client.CustomObjectsApi(api_client)
+    patch_status = fenced_template_status(api_client, namespace, name, check_term)
 
     def report(verdict: TemplateVerdict) -> None:
         current = conditions()
@@ -205,15 +205,6 @@ def template_reporter(
             "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
         others = [c for c in current if c.get("type") != CONDITION]
-        check_term()
-        custom.patch_namespaced_custom_object_status(
-            GROUP,
-            VERSION,
-            namespace,
-            TEMPLATE_PLURAL,
-            name,
-            {"status": {"conditions": [*others, ours]}},
-            _request_timeout=5.0,
-        )
+        patch_status({"conditions": [*others, ours]})
 
     return report

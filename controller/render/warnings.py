@@ -146,14 +146,15 @@ def event_emitter(
     return emit
 
 
-def template_status_writer(
+def fenced_template_status(
     api_client: client.ApiClient, namespace: str, name: str, check_term: Callable[[], None]
 ) -> Callable[[dict[str, Any]], None]:
-    """Writes `status.renderWarnings` of the HAProxyTemplateConfig, fenced: check_term raises
-    when this term is over, and then nothing is written."""
+    """Merge-patches a fragment of the HAProxyTemplateConfig's status, fenced: check_term
+    raises when this term is over, and then nothing is written (render warnings, the
+    template gate's condition)."""
     custom = client.CustomObjectsApi(api_client)
 
-    def write(summary: dict[str, Any]) -> None:
+    def patch(status: dict[str, Any]) -> None:
         check_term()
         custom.patch_namespaced_custom_object_status(
             GROUP,
@@ -161,11 +162,19 @@ def template_status_writer(
             namespace,
             TEMPLATE_PLURAL,
             name,
-            {"status": {"renderWarnings": summary}},
+            {"status": status},
             _request_timeout=5.0,
         )
 
-    return write
+    return patch
+
+
+def template_status_writer(
+    api_client: client.ApiClient, namespace: str, name: str, check_term: Callable[[], None]
+) -> Callable[[dict[str, Any]], None]:
+    """Writes `status.renderWarnings` of the HAProxyTemplateConfig, fenced."""
+    patch = fenced_template_status(api_client, namespace, name, check_term)
+    return lambda summary: patch({"renderWarnings": summary})
 
 
 def render_warning_reporter(
