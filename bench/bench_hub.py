@@ -23,8 +23,8 @@ from typing import Any
 from kubernetes import client
 
 from bench.harness import summarize
-from controller.hub.clients import no_retries
 from controller.hub.kube import TEMPLATE, Kube
+from controller.kubeclient import bounded_copy
 from localcluster.testing import ApiServer, api_servers
 from tests.hub.scenario import budget, seed_active_cluster, start_pair, wait_for
 
@@ -33,8 +33,8 @@ RUNS = 8  # alternating: the Active's controller killed, its API server black-ho
 
 def _one_run(a: ApiServer, b: ApiServer, blackhole: bool, tmp: Path) -> dict[str, float]:
     ns = f"bench-{uuid.uuid4().hex[:8]}"
-    a_client, b_client = no_retries(a.api_client()), no_retries(b.api_client())
-    reader = Kube(no_retries(b.api_client()), 2.0)
+    a_client, b_client = bounded_copy(a.api_client()), bounded_copy(b.api_client())
+    reader = Kube(bounded_copy(b.api_client()), 2.0)
     for c in (a_client, b_client):
         client.CoreV1Api(c).create_namespace(
             client.V1Namespace(metadata=client.V1ObjectMeta(name=ns))

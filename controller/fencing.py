@@ -13,9 +13,10 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from controller.election.lease_store import bounded_client, record_from_lease
+from controller.election.lease_store import record_from_lease
 from controller.election.record import InvalidEpoch
 from controller.election.term import FencingToken
+from controller.kubeclient import bounded_copy
 
 DEFAULT_TIMEOUT = 5.0
 
@@ -41,7 +42,7 @@ def _leases_api(api: client.ApiClient | client.CoordinationV1Api) -> client.Coor
     base = api.api_client if isinstance(api, client.CoordinationV1Api) else api
     cached = _bounded.get(id(base))
     if cached is None or cached[0] is not base:
-        cached = (base, client.CoordinationV1Api(bounded_client(base)))
+        cached = (base, client.CoordinationV1Api(bounded_copy(base)))
         _bounded[id(base)] = cached
     return cached[1]
 

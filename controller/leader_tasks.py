@@ -29,7 +29,8 @@ from kubernetes import client
 from config import env
 from controller.election.term import FencingToken, Term
 from controller.fencing import StaleTerm, as_token, check_term
-from controller.worker import current_runtime, leader_queue_name, make_api_client
+from controller.kubeclient import from_kubeconfig
+from controller.worker import current_runtime, leader_queue_name
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ _fallback_client: client.ApiClient | None = None
 def _api_client() -> client.ApiClient:
     global _fallback_client
     if _fallback_client is None:
-        _fallback_client = make_api_client(env.kubeconfig())
+        _fallback_client = from_kubeconfig(env.kubeconfig())
     return _fallback_client
 
 

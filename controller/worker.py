@@ -24,7 +24,7 @@ from typing import Any
 
 import click
 from celery import Celery, bootsteps
-from kubernetes import client, config
+from kubernetes import client
 
 from config import env
 from controller.election.elector import ElectionCallbacks, LeaderElector
@@ -43,6 +43,7 @@ from controller.election.template_config import (
 )
 from controller.election.term import FencingToken, Term
 from controller.election.timing import ElectionSettings
+from controller.kubeclient import from_kubeconfig
 
 log = logging.getLogger(__name__)
 
@@ -161,14 +162,6 @@ class RuntimeConfig:
 
 def leader_queue_name() -> str:
     return env.leader_queue()
-
-
-def make_api_client(kubeconfig: str) -> client.ApiClient:
-    if kubeconfig:
-        return config.new_client_from_config(config_file=kubeconfig)
-    configuration = client.Configuration()
-    config.load_incluster_config(client_configuration=configuration)
-    return client.ApiClient(configuration)
 
 
 # -- the runtime of one replica ----------------------------------------------------------
@@ -508,8 +501,8 @@ class LeaderElectionStep(bootsteps.StartStopStep):
         if _runtime is None:
             cfg = RuntimeConfig.from_environment()
             _select_without(c, cfg.leader_queue)
-            api_client = make_api_client(cfg.kubeconfig)
-            workload = make_api_client(cfg.workload_kubeconfig) if cfg.workload_kubeconfig else None
+            api_client = from_kubeconfig(cfg.kubeconfig)
+            workload = from_kubeconfig(cfg.workload_kubeconfig) if cfg.workload_kubeconfig else None
             # Every request names the replica, so an audit log attributes writes to it.
             for named in (api_client, workload):
                 if named is not None:

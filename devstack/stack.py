@@ -27,6 +27,7 @@ from kubernetes.client.exceptions import ApiException
 
 from config.env import child_environ, prepend_path
 from contract import API_VERSION, GATE_CONDITION, GROUP, INGRESS_CONTROLLER
+from controller.kubeclient import from_kubeconfig
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "haptic"
@@ -376,7 +377,7 @@ class Stack:
     processes: list[Process] = field(default_factory=list)
 
     def api_client(self) -> kubernetes.client.ApiClient:
-        return kubernetes.config.new_client_from_config(config_file=str(self.kubeconfig))
+        return from_kubeconfig(str(self.kubeconfig))
 
 
 def new_token() -> str:

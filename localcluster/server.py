@@ -62,6 +62,17 @@ def _error_response(err: ApiError) -> web.Response:
     return _json_response(err.status(), err.code)
 
 
+def _fault_response(code: int, message: str | None) -> web.Response:
+    """An injected error; a 429 names its pause as kube-apiserver's does (Retry-After: 1
+    and details.retryAfterSeconds), the answer it gives while a watch cache starts."""
+    if code != 429:
+        return _error_response(ApiError(code, message or f"injected fault: status {code}"))
+    err = ApiError(429, message or "storage is (re)initializing", details={"retryAfterSeconds": 1})
+    response = _error_response(err)
+    response.headers["Retry-After"] = "1"
+    return response
+
+
 class StreamWatcher:
     """One watch stream's queue of events, filled synchronously by the store."""
 
@@ -336,9 +347,7 @@ class ApiServer:
                         with contextlib.suppress(asyncio.TimeoutError):
                             await asyncio.wait_for(self._fault_changed.wait(), 0.5)
                 if rule.status:
-                    message = rule.message or f"injected fault: status {rule.status}"
-                    err = ApiError(rule.status, message)
-                    return _error_response(err)
+                    return _fault_response(rule.status, rule.message)
         return await handler(request)
 
     async def _wait_not_blackholed(self, request: web.Request) -> None:

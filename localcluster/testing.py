@@ -20,6 +20,7 @@ from typing import Any, Self
 import kubernetes
 
 from config.env import child_environ, test_cluster_kind
+from controller.kubeclient import from_kubeconfig
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,9 +72,7 @@ def _launch(
 def kubeconfig_client(kubeconfig: Path) -> kubernetes.client.ApiClient:
     """A fresh client built from a kubeconfig file, as the controller builds its own; the
     local and the real cluster's test handles share it."""
-    config = kubernetes.client.Configuration()
-    kubernetes.config.load_kube_config(config_file=str(kubeconfig), client_configuration=config)
-    return kubernetes.client.ApiClient(config)
+    return from_kubeconfig(str(kubeconfig))
 
 
 class ClusterHandle:

@@ -17,6 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from controller.election.record import EPOCH_ANNOTATION, LeaseRecord, format_epoch, parse_epoch
+from controller.kubeclient import bounded_copy
 
 
 class LeaseConflict(Exception):
@@ -80,22 +81,12 @@ def _micro(when: datetime | None) -> datetime | None:
     return when
 
 
-def bounded_client(api_client: client.ApiClient) -> client.ApiClient:
-    """A client on the same cluster whose calls never retry: urllib3 would otherwise retry a
-    timed-out request up to three times, turning a timeout into four."""
-    configuration = copy.deepcopy(api_client.configuration)
-    configuration.retries = False
-    copied = client.ApiClient(configuration)
-    copied.user_agent = api_client.user_agent  # the replica's identity stays on its requests
-    return copied
-
-
 class KubeLeaseStore:
     """The leader Lease through CoordinationV1Api. Keeps the last object it saw so an update
     preserves metadata it does not own (labels, other annotations)."""
 
     def __init__(self, api_client: client.ApiClient, namespace: str, name: str):
-        self.api = client.CoordinationV1Api(bounded_client(api_client))
+        self.api = client.CoordinationV1Api(bounded_copy(api_client))
         self.namespace = namespace
         self.name = name
         self._lock = threading.Lock()

@@ -16,7 +16,8 @@ from kubernetes import client
 from controller.election.elector import LeaderElector
 from controller.election.lease_store import record_from_object
 from controller.election.record import InvalidEpoch
-from controller.watch.informer import Informer, InformerConfig, watch_client
+from controller.kubeclient import bounded_copy
+from controller.watch.informer import Informer, InformerConfig
 from controller.watch.resources import ResourceRef
 from controller.watch.store import DELETED
 
@@ -46,7 +47,7 @@ class LeaseWatch:
         self.elector = elector
         store = elector.store
         self.informer = Informer(
-            watch_client(api_client),
+            bounded_copy(api_client),
             lease_ref(store.namespace, store.name),
             config=config,
             handlers=[self._on_event],

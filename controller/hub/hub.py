@@ -16,7 +16,6 @@ from datetime import datetime
 from kubernetes import client
 
 from controller.hub.bounded import call_bounded
-from controller.hub.clients import bounded_copy, cluster_client
 from controller.hub.config import HaMode, HubConfig
 from controller.hub.detection import RemoteLeaseTracker
 from controller.hub.elector import HubElector
@@ -30,6 +29,7 @@ from controller.hub.mirror import Mirror
 from controller.hub.promotion import Promoter, PromotionHooks
 from controller.hub.publisher import Publisher
 from controller.hub.standby import StandbyWatcher
+from controller.kubeclient import bounded_copy, from_kubeconfig
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ def build_hub(
 
     remote = bounded_copy(remote_api_client) if remote_api_client is not None else None
     if remote is None and config.active_kubeconfig:
-        remote = cluster_client(config.active_kubeconfig, config.active_context)
+        remote = from_kubeconfig(config.active_kubeconfig, config.active_context, bounded=True)
     _add_standby_parts(
         hub, config, local_api_client, remote, kick, claim_epoch,
         metrics or default_metrics(), mirror_watch_timeout,

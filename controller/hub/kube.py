@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,30 +45,6 @@ CRTLIST = Kind(CHILD_KINDS["crt-list"].kind, _CRD_PATH, CHILD_KINDS["crt-list"].
 LEASE = Kind("Lease", "/apis/coordination.k8s.io/v1", "leases", False)
 
 
-# kube-apiserver answers 429 while a resource's storage (re)initializes, naming a pause
-# (Retry-After); client-go asks again, and so does Kube, a bounded number of times.
-TOO_MANY_REQUESTS_TRIES = 3
-MAX_RETRY_AFTER = 1.0
-
-
-def retry_after(header: str | None, body: bytes | None) -> float:
-    """Seconds to wait before asking again: the Retry-After header, else the Status's
-    details.retryAfterSeconds, else 1; never more than MAX_RETRY_AFTER."""
-    seconds: Any = header
-    if seconds is None:
-        try:
-            seconds = ((json.loads(body or b"{}") or {}).get("details") or {}).get(
-                "retryAfterSeconds"
-            )
-        except (ValueError, AttributeError):
-            seconds = None
-    try:
-        value = float(seconds) if seconds is not None else 1.0
-    except ValueError:
-        value = 1.0
-    return min(max(value, 0.0), MAX_RETRY_AFTER)
-
-
 class Kube:
     def __init__(self, api_client: client.ApiClient, timeout: float) -> None:
         self.api_client = api_client
@@ -99,12 +74,9 @@ class Kube:
         return self.api_client.call_api(*request, _request_timeout=timeout or self.timeout)
 
     def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        for attempt in range(1, TOO_MANY_REQUESTS_TRIES + 1):
-            response = self._send(method, path, **kwargs)
-            data = response.read()
-            if response.status != 429 or attempt == TOO_MANY_REQUESTS_TRIES:
-                break
-            time.sleep(retry_after(response.headers.get("Retry-After"), data))
+        # A 429 was already asked again by the client's pool (controller/kubeclient.py).
+        response = self._send(method, path, **kwargs)
+        data = response.read()
         if not 200 <= response.status <= 299:
             raise _api_error(response.status, response.reason, data)
         return json.loads(data) if data else {}

@@ -18,7 +18,7 @@ from typing import Any
 from kubernetes import client
 
 from contract import GROUP, TEMPLATE_PLURAL, VERSION
-from controller.hub.clients import cluster_client, server_url
+from controller.kubeclient import from_kubeconfig, server_url
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def load_client(path: str) -> tuple[client.ApiClient | None, str | None]:
     if not os.path.isfile(path):
         return None, f"cannot load kubeconfig {path}: no such file"
     try:
-        return cluster_client(path), None
+        return from_kubeconfig(path, bounded=True), None
     # Malformed YAML, a missing context, unreadable credentials...: the library raises many
     # types, and each is this endpoint's error, never the whole resolution's.
     except Exception as exc:

@@ -15,7 +15,7 @@ import threading
 import time
 from datetime import UTC, datetime
 
-from controller.hub.clients import bounded_copy
+from controller.kubeclient import bounded_copy
 from controller.publish.checkpoints import CheckpointPublisher, PublicationFailed
 from controller.publish.kube import Objects
 from controller.publish.ordinary import OrdinaryPublisher

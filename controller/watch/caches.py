@@ -23,9 +23,10 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
+from controller.kubeclient import bounded_copy
 from controller.watch import selectors
 from controller.watch.discovery import DiscoveredPod, discovered_set
-from controller.watch.informer import SYNCED, Informer, InformerConfig, watch_client
+from controller.watch.informer import SYNCED, Informer, InformerConfig
 from controller.watch.resources import (
     ENDPOINTSLICES,
     INGRESSCLASSES,
@@ -190,8 +191,8 @@ class WatchCaches:
         self.config = config or InformerConfig()
         # The template config is read from the control plane's cluster; everything it makes
         # us watch (Ingresses, Services, HAProxy pods...) from the workload cluster.
-        self._client = watch_client(api_client)
-        self._workload = watch_client(workload_client) if workload_client else self._client
+        self._client = bounded_copy(api_client)
+        self._workload = bounded_copy(workload_client) if workload_client else self._client
         self._lock = threading.RLock()
         self._informers: dict[str, Informer] = {}
         self._retired: list[Informer] = []

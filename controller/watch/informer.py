@@ -14,7 +14,6 @@ timeoutSeconds) or a cut connection, watch again from the last resourceVersion s
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import logging
 import socket
@@ -63,16 +62,6 @@ class ApiStatusError(Exception):
 
 class _Gone(Exception):
     """410: the resourceVersion we would resume from has been compacted away."""
-
-
-def watch_client(api_client: ApiClient) -> ApiClient:
-    """A client for informers: same endpoint and credentials, but urllib3 retries off, so a
-    read timeout surfaces after one timeout (not four) and the loop's own backoff decides."""
-    config = copy.copy(api_client.configuration)
-    config.retries = False
-    copied = ApiClient(config)
-    copied.user_agent = api_client.user_agent  # the replica's identity stays on its requests
-    return copied
 
 
 # managedFields entries kept in the caches: the Ingress status writer reads its own to know

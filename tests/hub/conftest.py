@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from controller.hub.clients import no_retries
 from controller.hub.kube import TEMPLATE, Kube
+from controller.kubeclient import bounded_copy
 from localcluster.testing import ApiServer, api_servers, test_cluster_kind
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +34,7 @@ class Cluster:
 
 
 def _cluster(api: ApiServer) -> Cluster:
-    c = no_retries(api.api_client())
+    c = bounded_copy(api.api_client())
     return Cluster(api=api, client=c, kube=Kube(c, 5.0))
 
 

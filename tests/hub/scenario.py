@@ -17,13 +17,13 @@ from kubernetes import client
 from prometheus_client import CollectorRegistry
 
 from agents.manifest import build_manifest
-from controller.hub.clients import no_retries
 from controller.hub.config import HaMode, HubConfig
 from controller.hub.hub import Hub, build_hub
 from controller.hub.kube import CFG, MAP, SECRET, TEMPLATE, Kube
 from controller.hub.leases import EPOCH_ANNOTATION
 from controller.hub.metrics import HubMetrics
 from controller.hub.mirror_rules import CHECKPOINT_ROLE, ROLE_LABEL
+from controller.kubeclient import bounded_copy
 
 FAST: dict[str, float] = {
     "lease_duration": 2.0,
@@ -194,7 +194,7 @@ def start_pair(
         HubConfig(mode=HaMode.ACTIVE, identity="hub-a", self_endpoint=a_api.url, **common),
         a_client,
     )
-    remote = no_retries(a_api.api_client())
+    remote = bounded_copy(a_api.api_client())
     metrics = HubMetrics(CollectorRegistry())
     kicks: list[bool] = []
     standby_config = HubConfig(

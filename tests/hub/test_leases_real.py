@@ -12,7 +12,6 @@ from kubernetes import client
 from controller.election import ElectionTiming, LeaderElector
 from controller.election.lease_store import KubeLeaseStore
 from controller.election.supervisor import ElectionSupervisor
-from controller.hub.clients import bounded_copy, no_retries
 from controller.hub.config import HaMode, HubConfig
 from controller.hub.elector import HubElector, LeaseHeld
 from controller.hub.epoch import EpochClaim
@@ -20,6 +19,7 @@ from controller.hub.guards import attempt as run
 from controller.hub.guards import self_healthy
 from controller.hub.hub import _self_check
 from controller.hub.leases import EPOCH_ANNOTATION, LeaseNotFound, read_lease
+from controller.kubeclient import bounded_copy
 
 
 def _elector(cluster, ns: str, identity: str, **kw) -> HubElector:
@@ -44,11 +44,12 @@ def test_bounded_read(clusters, ns) -> None:
 
 def test_hub_clients_are_bounded_copies(clusters, ns) -> None:
     a, _ = clusters
-    controllers_client = a.api.api_client()  # as the controller builds it: default retries
+    controllers_client = a.api.api_client()  # as the controller builds it: unbounded
     try:
+        policy = controllers_client.configuration.retries
         hub_client = bounded_copy(controllers_client)
         assert hub_client is not controllers_client
-        assert controllers_client.configuration.retries is None  # untouched
+        assert controllers_client.configuration.retries is policy  # untouched
         a.api.add_fault(path_regex="/leases", blackhole=True)
         started = time.monotonic()
         _, error = run(lambda: read_lease(hub_client, ns, "haptic-hub", 1.0))
@@ -80,7 +81,7 @@ def test_bounded_read_against_a_silent_socket() -> None:
     t.start()
     configuration = client.Configuration()
     configuration.host = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    api_client = no_retries(client.ApiClient(configuration))
+    api_client = bounded_copy(client.ApiClient(configuration))
     try:
         started = time.monotonic()
         _, error = run(lambda: read_lease(api_client, "haptic", "haptic-hub", 1.0))

@@ -15,7 +15,7 @@ import pytest
 from controller.election import decisions
 from controller.election.identity import replica_user_agent
 from controller.election.lease_store import KubeLeaseStore
-from controller.hub.clients import bounded_copy
+from controller.kubeclient import bounded_copy
 from localcluster.testing import ApiServer
 from soak import invariants as inv
 

@@ -18,8 +18,8 @@ from django.core.cache import cache
 from django.test import Client
 from kubernetes import client
 
-from controller.hub.clients import no_retries
 from controller.hub.publisher import GROUP, PLURAL, VERSION
+from controller.kubeclient import bounded_copy
 from dashboard import hub
 from localcluster.testing import ApiServer, api_servers
 
@@ -48,7 +48,7 @@ def ns(servers: tuple[ApiServer, ApiServer], settings: Any) -> Iterator[str]:
     """A fresh namespace in both clusters, which the page is configured to read."""
     name = f"hubpage-{uuid.uuid4().hex[:8]}"
     for s in servers:
-        with no_retries(s.api_client()) as api:
+        with bounded_copy(s.api_client()) as api:
             client.CoreV1Api(api).create_namespace(
                 client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
             )
@@ -64,7 +64,7 @@ def publish(
     server: ApiServer, ns: str, identity: str, endpoint: str, updated: str, *, create: bool = True
 ) -> None:
     """The template in `server`'s cluster, with status.activeController as a hub writes it."""
-    with no_retries(server.api_client()) as api:
+    with bounded_copy(server.api_client()) as api:
         objects = client.CustomObjectsApi(api)
         if create:
             body = {

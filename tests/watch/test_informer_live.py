@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 
+from controller.kubeclient import bounded_copy
 from controller.watch import Informer, ResourceRef
-from controller.watch.informer import InformerConfig, watch_client
+from controller.watch.informer import InformerConfig
 from localcluster.testing import ApiServer
 from tests.watch.conftest import FAST, service, wait_for
 
@@ -41,7 +42,7 @@ def informers(api_client):
     started: list[Informer] = []
 
     def make(ref: ResourceRef, config: InformerConfig = FAST, **kw) -> Informer:
-        inf = Informer(watch_client(api_client), ref, config=config, **kw)
+        inf = Informer(bounded_copy(api_client), ref, config=config, **kw)
         started.append(inf)
         return inf.start()
 
@@ -149,7 +150,7 @@ def test_relist_after_410_gone_catches_up_with_missed_changes(api_client, inform
             core.create_namespaced_service("gone", service(n), _request_timeout=T)
         rec = Recorder()
         inf = Informer(
-            watch_client(ac), ResourceRef("services", "v1", "services", "gone"), config=FAST
+            bounded_copy(ac), ResourceRef("services", "v1", "services", "gone"), config=FAST
         )
         inf.add_handler(rec)
         inf.start()
@@ -208,7 +209,7 @@ def test_blackholed_server_does_not_hang_the_informer(core, namespace, informers
 def test_stop_is_bounded_while_the_server_is_blackholed(api_client, namespace, api):
     api.add_fault(path_regex=f"/namespaces/{namespace}/services", methods=["GET"], blackhole=True)
     inf = Informer(
-        watch_client(api_client), ResourceRef("services", "v1", "services", namespace), config=FAST
+        bounded_copy(api_client), ResourceRef("services", "v1", "services", namespace), config=FAST
     ).start()
     try:
         assert wait_for(lambda: inf.stats["errors"] >= 1, timeout=30)  # the list timed out
@@ -247,7 +248,7 @@ def test_api_server_restart_relists_and_follows_the_new_server(tmp_path):
     ac = first.api_client()
     ac.configuration.retries = False
     inf = Informer(
-        watch_client(ac), ResourceRef("services", "v1", "services", "r"), config=FAST
+        bounded_copy(ac), ResourceRef("services", "v1", "services", "r"), config=FAST
     ).start()
     second = None
     try:
@@ -295,7 +296,7 @@ def test_cache_converges_to_the_server_state(api, api_client, ops):
     ns = f"conv-{next(_conv)}"
     core.create_namespace({"metadata": {"name": ns}}, _request_timeout=T)
     inf = Informer(
-        watch_client(api_client), ResourceRef("services", "v1", "services", ns), config=FAST
+        bounded_copy(api_client), ResourceRef("services", "v1", "services", ns), config=FAST
     ).start()
     try:
         assert inf.wait_synced(20)

@@ -29,6 +29,7 @@ from contract import (
     VERSION,
 )
 from controller.election.timing import DEFAULT_LEASE_NAME as LEADER_LEASE
+from controller.kubeclient import from_kubeconfig
 
 __all__ = [
     "CLAIM_ANNOTATION",
@@ -83,13 +84,11 @@ class KubeCommand(BaseCommand):
                 f"no kubeconfig at {path}: start the system (`make run` or "
                 "`python manage.py localcluster up`) or pass --kubeconfig"
             )
-        self.api = kubernetes.config.new_client_from_config(config_file=path)
+        self.api = from_kubeconfig(path)
         workload = options.get("workload_kubeconfig") or env.workload_kubeconfig()
         if workload and not Path(workload).exists():
             raise CommandError(f"no kubeconfig at {workload} (--workload-kubeconfig)")
-        self.workload_api = (
-            kubernetes.config.new_client_from_config(config_file=workload) if workload else self.api
-        )
+        self.workload_api = from_kubeconfig(workload) if workload else self.api
         self.namespace = options["namespace"] or settings.HAPTIC_NAMESPACE or "haptic"
         self.template = options["template"]
         self.as_json = bool(options["json"])

@@ -1,0 +1,68 @@
+"""Every ApiClient haptic builds, with one retry policy (docs/design/kube-clients.md).
+
+Two rules, as client-go's rest.Request keeps them:
+- a 429 (kube-apiserver's "storage is (re)initializing" while a resource's watch cache
+  starts, or API priority and fairness shedding load) is asked again after the pause its
+  Retry-After names, up to TOO_MANY_REQUESTS_RETRIES times, for every verb: a 429 means the
+  request was not served, so a write asked again is not a write done twice;
+- a bounded client never retries a timed-out or dropped request, so a 5 s timeout bounds
+  the call (urllib3's default would retry a read three times, turning 5 s into 20 s).
+"""
+
+from __future__ import annotations
+
+import copy
+
+from kubernetes import client, config
+from urllib3.util.retry import Retry
+
+# client-go's ceiling: one request plus 10 more after Retry-After answers.
+TOO_MANY_REQUESTS_RETRIES = 10
+
+
+def retry_policy(*, bounded: bool) -> Retry:
+    """429s asked again after Retry-After, for every verb. A read that timed out or lost
+    its connection after the request went out is never asked again (for a POST that could
+    be a second write; for a bounded read, four timeouts); read=False re-raises its own
+    error, the ReadTimeoutError a caller expects. A refused connection (nothing sent) is
+    tried three more times, unless bounded."""
+    return Retry(
+        total=None,
+        connect=False if bounded else 3,
+        read=False,
+        redirect=False,  # kube-apiserver never redirects; a redirect is answered as is
+        other=0,
+        status=TOO_MANY_REQUESTS_RETRIES,
+        status_forcelist=frozenset({429}),
+        allowed_methods=None,  # every verb: a 429 was never served
+        respect_retry_after_header=True,
+        raise_on_status=False,  # the last 429 reaches the caller as an ApiException
+        backoff_factor=0,
+    )
+
+
+def from_configuration(
+    configuration: client.Configuration, *, bounded: bool = False
+) -> client.ApiClient:
+    """An ApiClient on `configuration` (not shared with the process default) with the policy."""
+    configuration.retries = retry_policy(bounded=bounded)
+    return client.ApiClient(configuration)
+
+
+def from_kubeconfig(path: str, context: str = "", *, bounded: bool = False) -> client.ApiClient:
+    """A client for one kubeconfig; empty `path` means the in-cluster service account."""
+    configuration = client.Configuration()
+    if path:
+        config.load_kube_config(
+            config_file=path, context=context or None, client_configuration=configuration
+        )
+    else:
+        config.load_incluster_config(client_configuration=configuration)
+    return from_configuration(configuration, bounded=bounded)
+
+
+def bounded_copy(api_client: client.ApiClient) -> client.ApiClient:
+    """A separate, bounded client to the same cluster; the caller's is untouched."""
+    copied = from_configuration(copy.deepcopy(api_client.configuration), bounded=True)
+    copied.user_agent = api_client.user_agent  # the replica's identity stays on its requests
+    return copied
