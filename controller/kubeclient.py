@@ -66,3 +66,8 @@ def bounded_copy(api_client: client.ApiClient) -> client.ApiClient:
     copied = from_configuration(copy.deepcopy(api_client.configuration), bounded=True)
     copied.user_agent = api_client.user_agent  # the replica's identity stays on its requests
     return copied
+
+
+def server_url(api_client: client.ApiClient) -> str:
+    """The API server a client talks to, without a trailing slash."""
+    return str(api_client.configuration.host).rstrip("/")
