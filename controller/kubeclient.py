@@ -20,21 +20,30 @@ from urllib3.util.retry import Retry
 TOO_MANY_REQUESTS_RETRIES = 10
 
 
+class _Policy(Retry):
+    """urllib3's Retry, but a 429 is asked again for every verb (it was never served), while
+    a read error is asked again only for the idempotent verbs urllib3 names."""
+
+    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+        if self.status_forcelist and status_code in self.status_forcelist:
+            return True
+        return super().is_retry(method, status_code, has_retry_after)
+
+
 def retry_policy(*, bounded: bool) -> Retry:
-    """429s asked again after Retry-After, for every verb. A read that timed out or lost
-    its connection after the request went out is never asked again (for a POST that could
-    be a second write; for a bounded read, four timeouts); read=False re-raises its own
-    error, the ReadTimeoutError a caller expects. A refused connection (nothing sent) is
-    tried three more times, unless bounded."""
-    return Retry(
+    """429s asked again after Retry-After, for every verb. An unbounded client asks a
+    dropped or refused idempotent request again three times (urllib3's default: a pooled
+    connection the server closed). A bounded one never asks a failed request again, so a
+    5 s timeout bounds the call; read=False and connect=False re-raise the caller's own
+    error (the ReadTimeoutError it expects)."""
+    return _Policy(
         total=None,
         connect=False if bounded else 3,
-        read=False,
+        read=False if bounded else 3,
         redirect=False,  # kube-apiserver never redirects; a redirect is answered as is
         other=0,
         status=TOO_MANY_REQUESTS_RETRIES,
         status_forcelist=frozenset({429}),
-        allowed_methods=None,  # every verb: a 429 was never served
         respect_retry_after_header=True,
         raise_on_status=False,  # the last 429 reaches the caller as an ApiException
         backoff_factor=0,
