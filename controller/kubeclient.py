@@ -31,11 +31,8 @@ class _Policy(Retry):
 
 
 def retry_policy(*, bounded: bool) -> Retry:
-    """429s asked again after Retry-After, for every verb. An unbounded client asks a
-    dropped or refused idempotent request again three times (urllib3's default: a pooled
-    connection the server closed). A bounded one never asks a failed request again, so a
-    5 s timeout bounds the call; read=False and connect=False re-raise the caller's own
-    error (the ReadTimeoutError it expects)."""
+    """The pool's policy (the module docstring's two rules). read=False and connect=False
+    re-raise the caller's own error, the ReadTimeoutError it expects."""
     return _Policy(
         total=None,
         connect=False if bounded else 3,
@@ -46,14 +43,13 @@ def retry_policy(*, bounded: bool) -> Retry:
         status_forcelist=frozenset({429}),
         respect_retry_after_header=True,
         raise_on_status=False,  # the last 429 reaches the caller as an ApiException
-        backoff_factor=0,
     )
 
 
 def from_configuration(
     configuration: client.Configuration, *, bounded: bool = False
 ) -> client.ApiClient:
-    """An ApiClient on `configuration` (not shared with the process default) with the policy."""
+    """An ApiClient on `configuration`, whose retries it sets to the policy."""
     configuration.retries = retry_policy(bounded=bounded)
     return client.ApiClient(configuration)
 
