@@ -320,20 +320,23 @@ def check_intent_at_rest(
 ) -> Result:
     """Outside every fault window (plus `grace`), each configured pod's applied checksum is
     the one the intent names: the durable promise describes the fleet. A mismatch is
-    reported once per pod and checksum pair, at its first sample."""
+    reported once per pod and checksum pair, at its first sample. A pod already on the
+    output the next round's intent names is not judged against this round's: the intent is
+    recorded before its apply, so the round saw that deployment begin."""
     result = Result("at rest the intent names what every pod runs")
     reported: set[tuple[str, str | None, str | None]] = set()
     for k, sample in enumerate(samples):
         # A round reads the intent first and the agents after, until at most the next round
         # began: it is at rest only if no window touches any of that span.
         until = samples[k + 1].t if k + 1 < len(samples) else sample.t
+        next_intent = samples[k + 1].intent if k + 1 < len(samples) else sample.intent
         if sample.intent is None or any(w.covers(sample.t, grace, until) for w in windows):
             continue
         for pod, obs in sample.pods.items():
             if obs.applied_checksum is None:
                 continue
             result.checked += 1
-            if obs.applied_checksum == sample.intent:
+            if obs.applied_checksum in (sample.intent, next_intent):
                 continue
             key = (pod, obs.applied_checksum, sample.intent)
             if key not in reported:

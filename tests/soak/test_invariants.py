@@ -229,6 +229,25 @@ def test_a_sample_whose_round_reaches_into_a_window_is_not_judged_at_rest() -> N
     assert result.checked == 2
 
 
+def test_a_round_that_spans_a_new_intent_is_not_judged_against_the_old_one() -> None:
+    """The intent is recorded before its apply, so a round that read intent A and then a
+    pod already on B saw a deployment of B begin inside it, not a pod off the intent (seed
+    12 at start-up: two renders 0.5 s apart). A pod still on the old output, or on an output
+    the next round's intent does not name, is judged as before."""
+    samples = [
+        sample(1.0, "A", p1=("A", 1), p2=("B", 2)),  # intent read as A, then p2 took B
+        sample(1.5, "B", p1=("B", 2), p2=("B", 2)),
+        sample(2.0, "B", p1=("B", 2), p2=("D", 3)),  # D: named by no intent, before or after
+        sample(2.5, "C", p1=("B", 2), p2=("C", 4)),  # p1 left behind on B
+    ]
+    result = inv.check_intent_at_rest(samples, [], grace=0)
+    assert result.checked == 8
+    assert [v.split(" at rest")[0] for v in result.violations] == [
+        "t=2.000 p2 runs D",
+        "t=2.500 p1 runs B",
+    ], result.violations
+
+
 # -- the retained-config gauge ------------------------------------------------------------------
 
 
