@@ -90,7 +90,7 @@ bench: $(STAMP)
 # SOAK_SEEDS; SOAK_ARGS='--minutes 10' for the long run. Report: bench/results/soak.md.
 # Both always run; the exit status is non-zero when either fails.
 SOAK_SEEDS ?= 1,2,3
-MODEL_EXAMPLES ?= 500
+MODEL_EXAMPLES ?= 2000
 soak: $(STAMP)
 	@status=0; \
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
