@@ -261,6 +261,17 @@ def _debug_header(system: System) -> set:
     }
 
 
+def _fleet_plan(system: System) -> set[str] | None:
+    """{the plan ID} once every HAProxy pod is Ready and runs the same plan, else None. A pod
+    serves before its readiness probe passes: a test that starts right after the system (run
+    alone) would otherwise compare against the plans of the pods Ready so far, maybe none."""
+    pods = system.haproxy_pods(ready_only=False)
+    if not pods or len(system.haproxy_pods(ready_only=True)) != len(pods):
+        return None
+    plans = {system.agent_state(p).applied_plan_id for p in pods}
+    return plans if len(plans) == 1 and None not in plans else None
+
+
 def test_a_template_change_whose_validation_tests_fail_is_not_used(system: System) -> None:
     # Issue 18: the leader runs spec.validationTests (haproxy -c included) before it renders
     # with a changed template; a refused change leaves the last good template in use and is
@@ -268,7 +279,7 @@ def test_a_template_change_whose_validation_tests_fail_is_not_used(system: Syste
     wait_for(lambda: system.serves("x.example", "echo-"), 90, what="x.example served")
     wait_for(lambda: system.leader() in system.controllers, 30, what="a leader")
     assert _debug_header(system) == {None}
-    plans = {system.agent_state(p).applied_plan_id for p in system.haproxy_pods()}
+    plans = wait_for(lambda: _fleet_plan(system), 60, what="every pod Ready on one plan")
     failing = {"fixtures": [], "assertions": [{"type": "contains", "value": "no such line"}]}
     passing = {
         "fixtures": [],
