@@ -4,7 +4,8 @@
 CONFIG is a YAML file with the HAProxyTemplateConfig. Its `spec.validationTests` run (see
 controller/render/validate.py); with `--fixtures`, every YAML file of DIR is one more test,
 "fixtures", whose only assertions are that it renders without warnings and that haproxy -c
-accepts it. `--dump-rendered DIR` writes each test's rendered tree under DIR/<test>/. Exit
+accepts it. `--dump-rendered DIR` writes each test's rendered tree under DIR/<test>/ and its
+render model (what jsonpath assertions read) as DIR/<test>.render-model.json. Exit
 status 0 when every test passes, 1 when one fails, 2 for unusable arguments.
 """
 
@@ -46,6 +47,10 @@ def validate(args: argparse.Namespace) -> int:
         for result in results:
             if result.output is not None:
                 write_tree(result.output, Path(args.dump_rendered) / result.name)
+            if result.model is not None:
+                # Beside the tree, not in it: the paths a jsonpath assertion can read.
+                model = Path(args.dump_rendered) / f"{result.name}.render-model.json"
+                model.write_text(json.dumps(result.model(), indent=2) + "\n")
     _report(results, args.output)
     return 0 if results and all(r.passed for r in results) else 1
 

@@ -314,12 +314,23 @@ def render_with_basis(
 ) -> tuple[RenderOutput, RenderBasis | None]:
     """`render`, plus the basis the incremental path updates from (None when this template
     config's renders cannot be updated incrementally; docs/design/incremental.md)."""
-    return _render(inp, templates_dir, keep_basis=True)
+    output, basis, _ = _render(inp, templates_dir, keep_basis=True)
+    return output, basis
+
+
+def render_with_model(
+    inp: RenderInput, templates_dir: str | None = None
+) -> tuple[RenderOutput, Mapping[str, Any]]:
+    """`render`, plus the render model: the context every template saw (names as templates
+    use them: `ingress`, `backends`, `services`...). Validation tests' jsonpath assertions
+    read it (controller/render/validate.py)."""
+    output, _, context = _render(inp, templates_dir, keep_basis=False)
+    return output, context
 
 
 def _render(
     inp: RenderInput, templates_dir: str | None, keep_basis: bool
-) -> tuple[RenderOutput, RenderBasis | None]:
+) -> tuple[RenderOutput, RenderBasis | None, dict[str, Any]]:
     tdir = templates_dir or str(TEMPLATES_DIR)
     env = environment(tdir)
     cfg = inp.template_config or {}
@@ -379,7 +390,7 @@ def _render(
     ordered = _render_files(env, tdir, spec, settings, model, ctx)
     output, plan_json = _output(inp, ordered, warnings, gated_pods, model.served, keep_basis)
     if plan_json is None:
-        return output, None
+        return output, None, ctx
     basis = incremental.basis_of(
         inp,
         output,
@@ -391,7 +402,7 @@ def _render(
         plan_json,
         model.secrets_read,
     )
-    return output, basis
+    return output, basis, ctx
 
 
 def _output(

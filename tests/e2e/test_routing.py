@@ -13,7 +13,7 @@ import pytest
 
 from devstack import stack
 from devstack.stack import wait_for
-from localcluster.testing import test_cluster_kind
+from localcluster.testing import test_cluster_kind as cluster_kind  # not a test: no test_ name
 from tests.e2e.harness import System, start_system
 
 pytestmark = pytest.mark.e2e
@@ -68,7 +68,7 @@ def test_a_served_ingress_shows_the_haproxy_pod_addresses_in_its_status(system: 
 def test_an_http_request_through_a_haproxy_pod_appears_in_the_pod_log(system: System) -> None:
     # Issue 18: HAProxy's access log (httplog) is the pod's log, read through the API as
     # `kubectl logs <pod> -c haproxy` reads it, not a file inside the pod.
-    if test_cluster_kind() == "real":
+    if cluster_kind() == "real":
         # The real API server fetches a pod's log from its node's kubelet endpoint (port
         # 10250, TLS); the local node that plays the kubelet there does not serve it yet.
         pytest.skip("pod logs on the real tier need a kubelet log endpoint the node lacks")
@@ -261,6 +261,17 @@ def _debug_header(system: System) -> set:
     }
 
 
+def _fleet_plan(system: System) -> set[str] | None:
+    """{the plan ID} once every HAProxy pod is Ready and runs the same plan, else None. A pod
+    serves before its readiness probe passes: a test that starts right after the system (run
+    alone) would otherwise compare against the plans of the pods Ready so far, maybe none."""
+    pods = system.haproxy_pods(ready_only=False)
+    if not pods or len(system.haproxy_pods(ready_only=True)) != len(pods):
+        return None
+    plans = {system.agent_state(p).applied_plan_id for p in pods}
+    return plans if len(plans) == 1 and None not in plans else None
+
+
 def test_a_template_change_whose_validation_tests_fail_is_not_used(system: System) -> None:
     # Issue 18: the leader runs spec.validationTests (haproxy -c included) before it renders
     # with a changed template; a refused change leaves the last good template in use and is
@@ -268,11 +279,20 @@ def test_a_template_change_whose_validation_tests_fail_is_not_used(system: Syste
     wait_for(lambda: system.serves("x.example", "echo-"), 90, what="x.example served")
     wait_for(lambda: system.leader() in system.controllers, 30, what="a leader")
     assert _debug_header(system) == {None}
-    plans = {system.agent_state(p).applied_plan_id for p in system.haproxy_pods()}
-    failing = {"fixtures": [], "assertions": [{"type": "contains", "value": "no such line"}]}
+    plans = wait_for(lambda: _fleet_plan(system), 60, what="every pod Ready on one plan")
+    # A jsonpath assertion reads the render model of the changed template (debug headers on).
+    debug_off = {"type": "jsonpath", "path": "$.libraries.debug_headers", "equals": False}
+    failing = {
+        "fixtures": [],
+        "assertions": [{"type": "contains", "value": "no such line"}, debug_off],
+    }
     passing = {
         "fixtures": [],
-        "assertions": [{"type": "haproxyValid"}, {"type": "contains", "value": "X-Haptic-Backend"}],
+        "assertions": [
+            {"type": "haproxyValid"},
+            {"type": "contains", "value": "X-Haptic-Backend"},
+            {**debug_off, "equals": True},
+        ],
     }
     debug = {"ingress": {"enabled": True, "debugHeaders": True}}
     _patch_template(system, {"templateLibraries": debug, "validationTests": {"must-fail": failing}})
@@ -284,6 +304,10 @@ def test_a_template_change_whose_validation_tests_fail_is_not_used(system: Syste
         condition = _template_condition(system)
         assert condition["reason"] == "TemplateValidationFailed"
         assert "must-fail: assertions[0]" in condition["message"]
+        assert (
+            "must-fail: assertions[1]: jsonpath '$.libraries.debug_headers' is true, expected false"
+            in condition["message"]
+        )
         events = system.core().list_namespaced_event(stack.NAMESPACE).items
         assert any(
             e.reason == "TemplateValidationFailed"

@@ -85,3 +85,48 @@ def test_a_fixtures_directory_renders_and_must_pass_haproxy(tmp_path: Path) -> N
     result = _run(str(config), "--fixtures", str(fixtures))
     assert result.returncode == 1 and "FAIL fixtures" in result.stdout
     assert "1 render warnings, expected 0" in result.stdout and "maxconn" in result.stdout
+
+
+def test_jsonpath_assertions_and_a_bad_expression_in_the_json_report(tmp_path: Path) -> None:
+    tests = {
+        "model": {
+            "fixtures": FIXTURES,
+            "assertions": [
+                {"type": "jsonpath", "path": "$.backends[0].name", "equals": "shop_front_80"},
+                {"type": "jsonpath", "path": "$.ingress.routes[?@.path == '/']", "count": 1},
+            ],
+        },
+        "bad-expression": {
+            "fixtures": FIXTURES,
+            "assertions": [{"type": "jsonpath", "path": "$.backends[?@.name ==]"}],
+        },
+    }
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(_config(tests)))
+    out = tmp_path / "out"
+    result = _run(str(config), "--output", "json", "--dump-rendered", str(out))
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    report = {t["name"]: t for t in json.loads(result.stdout)["tests"]}
+    assert report["model"] == {"name": "model", "passed": True, "failures": []}
+    (failure,) = report["bad-expression"]["failures"]
+    assert failure.startswith(
+        "assertions[0]: jsonpath '$.backends[?@.name ==]': invalid expression"
+    )
+    # The render model is dumped beside each tree: the paths an assertion can read.
+    model = json.loads((out / "model.render-model.json").read_text())
+    assert model["backends"][0]["name"] == "shop_front_80"
+    assert (out / "model" / "haproxy.cfg").is_file()
+
+
+def test_the_shipped_template_config_passes_its_own_validation_tests() -> None:
+    # deploy/template-config.yaml carries the bundled libraries' own tests (docs/annotations.md).
+    sample = REPO / "deploy" / "template-config.yaml"
+    tests = yaml.safe_load(sample.read_text())["spec"]["validationTests"]
+    kinds = {a["type"] for t in tests.values() for a in t["assertions"]}
+    assert {"jsonpath", "haproxyValid"} <= kinds
+    result = _run(str(sample), "--output", "json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)["tests"]
+    assert sorted(t["name"] for t in report) == sorted(tests)
+    assert all(t["passed"] for t in report), report

@@ -14,7 +14,10 @@ from kubernetes import client
 
 from controller.health import RESOURCE_WATCHER, ComponentHealth, HealthServer
 from controller.reconciler import DebounceConfig, Reconciler, Trigger
+from controller.render.engine import render
 from controller.render.model import RenderInput
+from controller.render.validate import render_input, run_test
+from controller.rendergate import check_output
 from controller.watch import (
     BACKEND_PODS,
     HAPROXY_PODS,
@@ -517,3 +520,46 @@ def test_ingress_classes_are_watched_and_decide_what_renders(cluster, make_cache
         assert reconciler.stop()
         with contextlib.suppress(client.ApiException):
             classes.delete_ingress_class(cls_name, _request_timeout=T)
+
+
+def test_a_validation_fixture_of_a_watched_kind_renders_as_the_watched_object(cluster, make_caches):
+    # Issue 18: spec.validationTests fixtures of a spec.watchedResources kind reach the
+    # template where the controller's watch puts the real objects (resources.<name>).
+    c = cluster
+    spec = template(
+        {"app": "haproxy"}, watched={"blocked": {"apiVersion": "v1", "resources": "configmaps"}}
+    )
+    spec["spec"]["haproxyConfig"] = {
+        "template": '{% include "haproxy.cfg.j2" %}\n# blocked:'
+        " {% for cm in resources.blocked %}{{ cm.metadata.name }}={{ cm.data.path }}"
+        " {% endfor %}.\n"  # a block tag eats the newline after it (trim_blocks)
+    }
+    c.create_template(spec)
+    fixture = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"namespace": c.apps, "name": "deny-admin", "labels": {"role": "deny"}},
+        "data": {"path": "/admin"},
+    }
+    c.core.create_namespaced_config_map(c.apps, fixture, _request_timeout=T)
+    caches = make_caches(c).start()
+    assert wait_for(lambda: "blocked" in caches.kinds() and caches.synced)
+    assert wait_for(lambda: caches.snapshot().render_kwargs()["resources"].get("blocked"))
+    snap = caches.snapshot()
+    watched = render(RenderInput(**snap.render_kwargs())).config
+    assert b"# blocked: " in watched and b"deny-admin=/admin" in watched
+
+    template_config = snap.template_config
+    offline = render(render_input(template_config, [fixture])).config
+    assert offline == watched
+    test = {
+        "fixtures": [fixture],
+        "assertions": [
+            {"type": "jsonpath", "path": "$.resources.blocked[0].data.path", "equals": "/admin"},
+            {"type": "haproxyValid"},
+        ],
+    }
+    result = run_test(
+        "watched", template_config, test, lambda out: (check_output(out).accepted, "")
+    )
+    assert result.passed, result.failures

@@ -220,3 +220,60 @@ def test_validation_renders_see_the_http_store_bodies_the_render_would_see() -> 
     gate = TemplateGate(validation_runner(lambda out: (True, ""), http=lambda: bodies))
     assert gate.select(config) is config
     assert _refused() == 0
+
+
+def test_a_template_whose_jsonpath_assertion_fails_is_refused(api_client, core, namespace):
+    # The render model changes under a template change (fewer server slots) that haproxy
+    # accepts: only the jsonpath assertion sees it. Reported through the API server.
+    custom = client.CustomObjectsApi(api_client)
+    slices = [b.endpointslice("shop", "front", [b.endpoint("10.0.0.1")], [(None, 8080)])]
+    good = b.template_config(slots=10)
+    good["metadata"] = {"name": "haptic", "namespace": namespace}
+    path = "$.backends[?@.name == 'shop_front_80'].servers[*]"
+    good["spec"]["validationTests"] = {
+        "ten-slots": {
+            "fixtures": [*FIXTURES, *slices],
+            "assertions": [
+                {"type": "haproxyValid"},
+                {"type": "jsonpath", "path": path, "count": 10},
+            ],
+        }
+    }
+    good = custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, good)
+    events: list[tuple[str, str, str]] = []
+
+    def conditions() -> list[dict]:
+        obj = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "haptic")
+        return (obj.get("status") or {}).get("conditions") or []
+
+    def check(out) -> tuple[bool, str]:
+        verdict = check_output(out)
+        return verdict.accepted, verdict.output
+
+    def record(*event: str) -> None:
+        events.append(event)  # type: ignore[arg-type]
+
+    gate = TemplateGate(validation_runner(check))
+    gate.attach(
+        template_reporter(api_client, namespace, "haptic", record, lambda: None, conditions)
+    )
+    assert gate.select(good) is good
+    assert [e[1] for e in events] == [PASSED_REASON]
+
+    fewer = copy.deepcopy(good)
+    fewer["metadata"]["generation"] = good["metadata"]["generation"] + 1
+    fewer["spec"]["templateLibraries"]["kubernetesBackends"]["serverSlots"] = 3
+    assert gate.select(fewer) is good
+    assert _refused() == 1
+    assert [e[1] for e in events] == [PASSED_REASON, FAILED_REASON]
+    expected = f"ten-slots: assertions[1]: jsonpath {path!r} selects 3 values, expected 10"
+    assert expected in events[-1][2]
+    condition = {c["type"]: c for c in conditions()}[CONDITION]
+    assert condition["status"] == "False" and expected in condition["message"]
+
+    # A bad expression refuses the template the same way; the gate goes on working.
+    broken = copy.deepcopy(good)
+    broken["spec"]["validationTests"]["ten-slots"]["assertions"][1]["path"] = "$.backends["
+    assert gate.select(broken) is good
+    assert "ten-slots: assertions[1]: jsonpath '$.backends[': invalid expression" in events[-1][2]
+    assert gate.select(good) is good and _refused() == 0
