@@ -84,7 +84,10 @@ def _run_real(args: argparse.Namespace) -> int:
     print(f"apiserver listening on {plane.url}", flush=True)
     print(f"kubeconfig written to {plane.kubeconfig}", flush=True)
     node = NodeAgent(
-        state_dir=state_dir, kubeconfig=plane.kubeconfig_for("node"), real_cluster=True
+        state_dir=state_dir,
+        kubeconfig=plane.kubeconfig_for("node"),
+        real_cluster=True,
+        pki_dir=plane.pki,
     )
     try:
         node.start()

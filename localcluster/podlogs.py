@@ -1,7 +1,14 @@
-"""Pod logs as the node writes them: `<state-dir>/pods/<namespace>/<name>/<container>.log`."""
+"""Pod logs as the node writes them: `<state-dir>/pods/<namespace>/<name>/<container>.log`.
+
+Served by the local API server (`GET .../pods/NAME/log`) and, on the real cluster, by the
+node's kubelet endpoint (`GET /containerLogs/NS/POD/CONTAINER`, which kube-apiserver calls);
+both read the query with `LogQuery.parse` and cut the log with `select`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +36,55 @@ def choose_container(pod: dict[str, Any], requested: str | None) -> str:
     return requested
 
 
-def tail(data: bytes, lines: str | None) -> bytes:
-    """The last `lines` lines (all when None)."""
-    if lines is None:
-        return data
+def _count(query: Mapping[str, str], key: str) -> int | None:
+    value = query.get(key)
+    if value is None:
+        return None
     try:
-        n = int(lines)
+        return int(value)
     except ValueError:
-        raise ApiError(400, f"tailLines must be an integer: {lines!r}") from None
-    return b"".join(data.splitlines(keepends=True)[-n:]) if n > 0 else b""
+        raise ApiError(400, f"{key} must be an integer: {value!r}") from None
+
+
+def truthy(value: str | None) -> bool:
+    """A boolean query parameter as the API server reads it (the local server's too)."""
+    return value is not None and value.lower() in ("true", "1")
+
+
+# Parameters the log needs per-line times or per-run files for: the node appends every
+# run of a container to one file without times, so it refuses them rather than answer
+# with the wrong lines.
+UNKEPT = {
+    "previous": "the node keeps one log per container, every run appended",
+    "timestamps": "the node does not record when a line was written",
+    "sinceSeconds": "the node does not record when a line was written",
+    "sinceTime": "the node does not record when a line was written",
+}
+
+
+@dataclass(frozen=True)
+class LogQuery:
+    """What a log request asks for: the last `tail_lines` lines, at most `limit_bytes`
+    bytes (both as the kubelet applies them: tail first), and whether to follow."""
+
+    tail_lines: int | None = None
+    limit_bytes: int | None = None
+    follow: bool = False
+
+    @classmethod
+    def parse(cls, query: Mapping[str, str]) -> LogQuery:
+        for key, why in UNKEPT.items():
+            if key in query and (key.startswith("since") or truthy(query[key])):
+                raise ApiError(400, f"{key} is not supported: {why}")
+        limit = _count(query, "limitBytes")
+        if limit is not None and limit <= 0:
+            raise ApiError(400, f"limitBytes must be a positive integer: {limit}")
+        return cls(_count(query, "tailLines"), limit, truthy(query.get("follow")))
+
+
+def select(data: bytes, query: LogQuery) -> bytes:
+    """The part of `data` the query asks for (the first answer of a followed log)."""
+    if query.tail_lines is not None:
+        n = query.tail_lines
+        data = b"".join(data.splitlines(keepends=True)[-n:]) if n > 0 else b""
+    return data if query.limit_bytes is None else data[: query.limit_bytes]

@@ -22,6 +22,7 @@ from localcluster.errors import ApiError, gone, success_status
 from localcluster.faults import FaultRule, FaultSet
 from localcluster.patches import json_patch, merge_patch, strategic_merge
 from localcluster.persist import Journal
+from localcluster.podlogs import truthy as _truthy
 from localcluster.resources import ResourceType
 from localcluster.selectors import (
     fields_match,
@@ -786,9 +787,10 @@ class ApiServer:
         pod = self.store.get(rt, ns, name)
         container = podlogs.choose_container(pod, request.query.get("container"))
         path = podlogs.log_path(self.state_dir, ns, name, container) if self.state_dir else None
+        query = podlogs.LogQuery.parse(request.query)
         raw = path.read_bytes() if path is not None and path.exists() else b""
-        data = podlogs.tail(raw, request.query.get("tailLines"))
-        if not _truthy(request.query.get("follow")):
+        data = podlogs.select(raw, query)
+        if not query.follow:
             return web.Response(body=data, content_type="text/plain")
         response = web.StreamResponse(headers={"Content-Type": "text/plain"})
         await response.prepare(request)
@@ -814,10 +816,6 @@ class ApiServer:
         with contextlib.suppress(ConnectionResetError, RuntimeError):
             await response.write_eof()
         return response
-
-
-def _truthy(value: str | None) -> bool:
-    return value is not None and value.lower() in ("true", "1")
 
 
 def _check_fields(rt: ResourceType, q: Any, body: Any, apply: bool = False) -> list[str]:

@@ -21,12 +21,16 @@ from contract import API_VERSION, CFG_KIND, CFG_PLURAL, CHILD_KINDS, TEMPLATE_KI
 
 @dataclass(frozen=True)
 class Kind:
-    """Where a kind lives in the API, and whether it has a status subresource."""
+    """Where a kind lives in the API, and whether the mirror carries its status."""
 
     name: str
     api_path: str  # "/api/v1" or "/apis/<group>/<version>"
     plural: str
-    status_subresource: bool
+    # The status haptic writes and reads: the template config's (activeController, render
+    # warnings) and the HAProxyCfg's (receipts, checkpoint pointers). The children's status
+    # subresource holds nothing of haptic's, so their copies carry none and
+    # deploy/rbac-standby.yaml grants no write of it.
+    mirrored_status: bool
 
     def collection(self, namespace: str) -> str:
         return f"{self.api_path}/namespaces/{namespace}/{self.plural}"
@@ -39,9 +43,9 @@ SECRET = Kind("Secret", "/api/v1", "secrets", False)
 _CRD_PATH = f"/apis/{API_VERSION}"
 TEMPLATE = Kind(TEMPLATE_KIND, _CRD_PATH, TEMPLATE_PLURAL, True)
 CFG = Kind(CFG_KIND, _CRD_PATH, CFG_PLURAL, True)
-MAP = Kind(CHILD_KINDS["map"].kind, _CRD_PATH, CHILD_KINDS["map"].plural, True)
-GENERAL = Kind(CHILD_KINDS["general"].kind, _CRD_PATH, CHILD_KINDS["general"].plural, True)
-CRTLIST = Kind(CHILD_KINDS["crt-list"].kind, _CRD_PATH, CHILD_KINDS["crt-list"].plural, True)
+MAP = Kind(CHILD_KINDS["map"].kind, _CRD_PATH, CHILD_KINDS["map"].plural, False)
+GENERAL = Kind(CHILD_KINDS["general"].kind, _CRD_PATH, CHILD_KINDS["general"].plural, False)
+CRTLIST = Kind(CHILD_KINDS["crt-list"].kind, _CRD_PATH, CHILD_KINDS["crt-list"].plural, False)
 LEASE = Kind("Lease", "/apis/coordination.k8s.io/v1", "leases", False)
 
 

@@ -341,10 +341,10 @@ class Mirror:
         desired = rules.to_local(src, self.source, self.local_namespace, uid_map)
         status = (
             rules.local_status(api.name, src.get("status"), uid_map)
-            if api.status_subresource
+            if api.mirrored_status
             else None
         )
-        action = rules.decide(local, desired, status, self.source, api.status_subresource)
+        action = rules.decide(local, desired, status, self.source, api.mirrored_status)
         name = desired["metadata"]["name"]
         if action is rules.Action.FOREIGN:
             log.info("mirror: %s %s exists unlabelled here; never overwritten", api.name, name)
@@ -358,7 +358,7 @@ class Mirror:
             written = self.local.replace(api.item(self.local_namespace, name), desired)
         else:
             written = dict(local or {})
-        if status and api.status_subresource and written.get("status") != status:
+        if status and api.mirrored_status and written.get("status") != status:
             body = {**written, "status": status}
             written = self.local.replace(api.item(self.local_namespace, name) + "/status", body)
         return written

@@ -15,7 +15,8 @@ from .endpointslices import EndpointSliceController
 from .ipam import LoopbackBlock
 from .kube import Handler, Informer, Obj, make_api_client
 from .kubelet import Kubelet, now_rfc3339
-from .registration import LOCAL_NODE_ADDRESS, NodeRegistration, report
+from .kubeletapi import KubeletServer
+from .registration import KUBELET_PORT, LOCAL_NODE_ADDRESS, NodeRegistration, report
 from .supervisor import sweep
 
 log = logging.getLogger(__name__)
@@ -34,11 +35,16 @@ class NodeAgent:
         kubeconfig: Path | str | None = None,
         node_name: str = DEFAULT_NODE_NAME,
         real_cluster: bool = False,
+        pki_dir: Path | None = None,
     ) -> None:
         """real_cluster: the API server is kube-apiserver with a controller manager and a
         scheduler, so the node is only a kubelet (registers its Node, renews its Lease,
-        runs the pods bound to it), with pod addresses a real server accepts."""
+        runs the pods bound to it), with pod addresses a real server accepts. pki_dir: the
+        cluster's PKI (localcluster/real/pki.py); with it the node serves container logs to
+        the API server (kubeletapi.py), as a kubelet does."""
         self.real_cluster = real_cluster
+        self.pki_dir = Path(pki_dir) if pki_dir is not None else None
+        self.kubelet_api: KubeletServer | None = None
         self.registration: NodeRegistration | None = None
         self.block: LoopbackBlock | None = None
         self.api_url = api_url
@@ -137,8 +143,13 @@ class NodeAgent:
         self.kubelet = Kubelet(api, self.node_name, self.state_dir, self._stop_deadline, self.block)
         self.registration = NodeRegistration(api, self.node_name, address, self._stop)
         try:
+            if self.pki_dir is not None:
+                self.kubelet_api = self._kubelet_api(address)  # bound now, served below
             self.registration.register()
         except BaseException:
+            if self.kubelet_api is not None:
+                self.kubelet_api.stop()
+                self.kubelet_api = None
             self.block.release()
             self._started = False
             raise
@@ -159,6 +170,16 @@ class NodeAgent:
         )
         self.kubelet.events.start()
         self.registration.start()
+        if self.kubelet_api is not None:
+            self.kubelet_api.start()
+
+    def _kubelet_api(self, address: str) -> KubeletServer:
+        from localcluster.real import pki
+
+        assert self.pki_dir is not None
+        cert, key = pki.kubelet_serving(self.pki_dir, self.node_name, address)
+        tls = (cert, key, self.pki_dir / "ca.crt")
+        return KubeletServer(address, KUBELET_PORT, self.state_dir, tls, pki.KUBELET_CLIENT.user)
 
     def stop(self, timeout: float = 30) -> None:
         """Stop the controllers, terminate every pod's processes (grace bounded by timeout),
@@ -167,6 +188,9 @@ class NodeAgent:
             return
         self._stop_deadline[0] = time.monotonic() + timeout
         self._stop.set()
+        if self.kubelet_api is not None:
+            self.kubelet_api.stop()
+            self.kubelet_api = None
         self.kubelet.stop()
         for worker in self.kubelet.workers():
             worker.join(max(0.1, self._stop_deadline[0] - time.monotonic()))

@@ -23,6 +23,9 @@ LEASE_DURATION = 40  # seconds, the kubelet's default
 RENEW_INTERVAL = 10.0  # a quarter of the duration, as the kubelet
 STATUS_INTERVAL = 60.0  # Ready's heartbeat; the Lease is the frequent signal
 VERSION = "v0.0.0-localcluster"
+# The kubelet's port, in the Node's status (the API server dials it for pod logs); the node
+# binds it on its own address only (kubeletapi.py).
+KUBELET_PORT = 10250
 # On the local API server pods get 127.x addresses and the node answers on the loopback.
 LOCAL_NODE_ADDRESS = "127.0.0.1"
 
@@ -55,7 +58,7 @@ def node_status(address: str, now: str, pods: int = 250, ready: bool = True) -> 
             {"type": "InternalIP", "address": address},
             {"type": "Hostname", "address": platform.node() or "localhost"},
         ],
-        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": KUBELET_PORT}},
         "nodeInfo": {
             "machineID": "",
             "systemUUID": "",

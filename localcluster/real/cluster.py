@@ -145,7 +145,7 @@ class ControlPlane:
             raise RuntimeError(f"not built: {', '.join(missing)} (run `make kube`)")
         node = pki.node_identity(self.node_name)
         identities = [pki.ADMIN, pki.CONTROLLER_MANAGER, pki.SCHEDULER, node]
-        pki.ensure_pki(self.pki, identities)
+        pki.ensure_pki(self.pki, [*identities, pki.KUBELET_CLIENT])
         self.log_dir.mkdir(parents=True, exist_ok=True)
         ca = self.pki / "ca.crt"
         write_kubeconfig(self.kubeconfig, self.url, ca, client_certificate(self.pki, "admin"))
@@ -228,6 +228,13 @@ class ControlPlane:
                 "--service-account-signing-key-file", str(p / "sa.key"),
                 "--service-cluster-ip-range", SERVICE_CIDR,
                 "--authorization-mode", "Node,RBAC",
+                # Pod logs: the API server dials the node's InternalIP (its kubelet endpoint,
+                # localcluster/node/kubeletapi.py) with this client certificate and checks
+                # the node's serving certificate against the cluster CA.
+                "--kubelet-client-certificate", str(p / f"{pki.KUBELET_CLIENT.file_stem}.crt"),
+                "--kubelet-client-key", str(p / f"{pki.KUBELET_CLIENT.file_stem}.key"),
+                "--kubelet-certificate-authority", str(p / "ca.crt"),
+                "--kubelet-preferred-address-types", "InternalIP",
                 "--enable-admission-plugins", "NodeRestriction",
                 # The `kubernetes` Service's endpoints would be 127.0.0.1, which validation
                 # refuses for Endpoints; nothing here reaches the API through that Service.

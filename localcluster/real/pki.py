@@ -31,6 +31,9 @@ class ClientIdentity:
 ADMIN = ClientIdentity("admin", "kubernetes-admin", ("system:masters",))
 CONTROLLER_MANAGER = ClientIdentity("controller-manager", "system:kube-controller-manager")
 SCHEDULER = ClientIdentity("scheduler", "system:kube-scheduler")
+# The API server's client certificate towards kubelets (--kubelet-client-certificate): the
+# node's kubelet endpoint serves pod logs to this user only (localcluster/node/kubeletapi.py).
+KUBELET_CLIENT = ClientIdentity("apiserver-kubelet-client", "kube-apiserver-kubelet-client")
 
 
 def node_identity(node_name: str) -> ClientIdentity:
@@ -63,6 +66,22 @@ def _signed(pki: Path, stem: str, subject: str, extensions: str) -> None:
     )  # fmt: skip
     (pki / f"{stem}.csr").unlink()
     (pki / f"{stem}.ext").unlink()
+
+
+def kubelet_serving(pki: Path, node_name: str, address: str) -> tuple[Path, Path]:
+    """The node's kubelet serving certificate and key for `address` (its InternalIP, which
+    the API server dials and checks against --kubelet-certificate-authority), signed by the
+    cluster CA; kept per address, so a restarted node with the same block reuses it."""
+    stem = f"kubelet-{address}"
+    if not (pki / f"{stem}.crt").exists():
+        _signed(
+            pki,
+            stem,
+            f"/CN={node_name}",
+            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
+            f"extendedKeyUsage=serverAuth\nsubjectAltName=IP:{address},DNS:{node_name}\n",
+        )
+    return pki / f"{stem}.crt", pki / f"{stem}.key"
 
 
 def ensure_pki(pki: Path, identities: list[ClientIdentity]) -> None:

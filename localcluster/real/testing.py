@@ -91,7 +91,11 @@ class RealApiServer(ClusterHandle):
 
     def _node_access(self) -> dict[str, Any]:
         # The node as this cluster's kubelet, with the node's own credentials.
-        return {"kubeconfig": self.plane.kubeconfig_for("node"), "real_cluster": True}
+        return {
+            "kubeconfig": self.plane.kubeconfig_for("node"),
+            "real_cluster": True,
+            "pki_dir": self.plane.pki,
+        }
 
     def add_fault(self, **kw: Any) -> int:
         raise FaultsUnsupported("fault injection needs the local API server")

@@ -13,7 +13,6 @@ import pytest
 
 from devstack import stack
 from devstack.stack import wait_for
-from localcluster.testing import test_cluster_kind as cluster_kind  # not a test: no test_ name
 from tests.e2e.harness import System, start_system
 
 pytestmark = pytest.mark.e2e
@@ -68,10 +67,8 @@ def test_a_served_ingress_shows_the_haproxy_pod_addresses_in_its_status(system: 
 def test_an_http_request_through_a_haproxy_pod_appears_in_the_pod_log(system: System) -> None:
     # Issue 18: HAProxy's access log (httplog) is the pod's log, read through the API as
     # `kubectl logs <pod> -c haproxy` reads it, not a file inside the pod.
-    if cluster_kind() == "real":
-        # The real API server fetches a pod's log from its node's kubelet endpoint (port
-        # 10250, TLS); the local node that plays the kubelet there does not serve it yet.
-        pytest.skip("pod logs on the real tier need a kubelet log endpoint the node lacks")
+    # On the real tier kube-apiserver fetches it from the node's kubelet endpoint
+    # (localcluster/node/kubeletapi.py); on the local one the API server reads the file.
     wait_for(lambda: system.serves("x.example", "echo-"), 90, what="x.example served")
     pod = system.haproxy_pods(ready_only=False)[0]
     probe = f"/access-log-probe-{uuid.uuid4().hex}"

@@ -17,6 +17,7 @@ from kubernetes import client
 
 from controller.hub.kube import CFG, MAP, SECRET, TEMPLATE
 from controller.hub.leases import read_lease
+from controller.hub.mirror import Mirror
 from controller.hub.mirror_rules import MIRROR_LABEL, SOURCE_RV_ANNOTATION
 from controller.hub.promotion import EVENT_PROMOTED
 from controller.hub.resolver import resolve
@@ -130,6 +131,33 @@ def test_baseline_mirror_sync(clusters, ns, tmp_path) -> None:
         wait_for(lambda: "map-3" in names(b.kube, MAP.collection(ns)))
     finally:
         p.stop()
+
+
+def test_the_mirror_carries_the_status_haptic_writes_and_not_a_childs(clusters, ns) -> None:
+    """The template config's status travels; a child's (which nothing of haptic writes)
+    does not, so deploy/rbac-standby.yaml needs no grant for it
+    (tests/real/test_standby_mirror.py checks the grants on a real API server)."""
+    a, b = clusters
+    seed_active_cluster(a.kube, ns)
+    child = a.kube.get(MAP.item(ns, "map-1"))
+    a.kube.replace(
+        MAP.item(ns, "map-1") + "/status", {**child, "status": {"observedGeneration": 1}}
+    )
+    template = a.kube.get(TEMPLATE.item(ns, "haptic"))
+    body = {**template, "status": {"activeController": {"activeIdentity": "hub-a"}}}
+    status = a.kube.replace(TEMPLATE.item(ns, "haptic") + "/status", body)["status"]
+    mirror = Mirror(a.kube, b.kube, remote_namespace=ns, local_namespace=ns,
+                    template_name="haptic", source="active", prune_interval=0.5,
+                    watch_read_timeout=2.0)  # fmt: skip
+    mirror.start()
+    try:
+        wait_for(lambda: "map-1" in names(b.kube, MAP.collection(ns)) and
+                 b.kube.get(TEMPLATE.item(ns, "haptic")).get("status") == status)  # fmt: skip
+        passes = mirror.passes
+        wait_for(lambda: mirror.passes >= passes + 2)
+        assert not b.kube.get(MAP.item(ns, "map-1")).get("status")
+    finally:
+        assert mirror.stop(5.0)
 
 
 def test_never_armed_never_promotes(clusters, ns, tmp_path) -> None:

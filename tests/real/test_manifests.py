@@ -2,10 +2,11 @@
 with kubectl, then the controller and the mirror run under their own ServiceAccount tokens
 (not as admin) through deploy, publish, the readiness gate, the loss of the leader and the
 recovery of a replacement pod from the retained checkpoint (ADR-0033), with HAProxy pods and
-their agents run by the local node as the cluster's kubelet. On the way a TLS Ingress and a
-general file come, change and go, so outputs change in place and old checkpoints are
-collected. The audit log then shows no 403 for either ServiceAccount, and RBAC grants no
-verb the flow did not use.
+their agents run by the local node as the cluster's kubelet. On the way a TLS Ingress, a
+general file and a user map file come, change and go, each step awaited by its own bytes,
+so outputs and the certificate Secret change in place, a dropped map file is deleted and
+old checkpoints are collected. The audit log then shows no 403 for either ServiceAccount,
+and RBAC grants no verb the flow did not use.
 
 Skipped when the real control plane is not built (`make kube`, which needs Go).
 """
@@ -25,6 +26,7 @@ import yaml
 
 from checkpoints import mirror as mirror_module
 from checkpoints.models import Checkpoint
+from contract import CERT_KEY, CHECKPOINT_ROLE, ROLE_LABEL, unpack
 from devstack import stack
 from devstack.stack import wait_for
 from localcluster.real import audit
@@ -113,52 +115,76 @@ def tls_ingress(hosts: list[str]) -> dict:
     return ingress
 
 
-def general_file(system: System, content: str | None) -> None:
-    """spec.files of the template config: one general file, or none (merge patch null)."""
-    files = {"note": {"template": content}} if content is not None else None
+def user_files(system: System, note: str | None, map_entries: str | None) -> None:
+    """spec.files and spec.maps of the template config: one general file and one user map
+    file, or none (a merge patch with null drops them)."""
+    files = {"note": {"template": note}} if note is not None else None
+    maps = {"extra.map": {"template": map_entries}} if map_entries is not None else None
     system.custom().patch_namespaced_custom_object(
         "haproxy-haptic.org", "v1alpha1", NS, "haproxytemplateconfigs", "haptic",
-        {"spec": {"files": files}},
+        {"spec": {"files": files, "maps": maps}},
     )  # fmt: skip
 
 
-def settled(system: System, certificates: int, general: int) -> bool:
-    """The published output has that many certificates and general files, is the one the
-    intent names, and its checkpoint is promoted (garbage collection follows promotion)."""
-    published = system.published() or {}
-    aux = (published.get("spec") or {}).get("auxiliaryFiles") or {}
-    checkpoint = checkpoint_for_intent(system)
-    return (
-        len(aux.get("certificates") or []) == certificates
-        and len(aux.get("generalFiles") or []) == general
-        and checkpoint is not None
-        and checkpoint["checksum"] == published["spec"]["checksum"]
-    )
-
-
-# Grants the production paths need that this flow did not reach when run on 2026-12-02 (the
-# audit log showed no such request): certificate Secret and crt-list /
-# general file updates in place, and the deletes of checkpoint garbage collection and of a
-# removed map file. Listed, each with its path, until the flow reaches them again (issue 16).
-NOT_REACHED: dict[str, dict[tuple[str, str, str], str]] = {
-    "haptic-controller": {
-        ("", "secrets", "update"): "a certificate Secret changed in place",
-        ("haproxy-haptic.org", "haproxycrtlistfiles", "update"): "a crt-list changed in place",
-        ("haproxy-haptic.org", "haproxygeneralfiles", "update"): "a general file changed",
-        ("haproxy-haptic.org", "haproxycfgs", "delete"): "checkpoint garbage collection",
-        ("haproxy-haptic.org", "haproxymapfiles", "delete"): "a map file no render keeps",
-    }
+CHILD_REFS = {
+    "generalFiles": "haproxygeneralfiles",
+    "crtListFiles": "haproxycrtlistfiles",
+    "mapFiles": "haproxymapfiles",
 }
+CERT = "certs/haptic_secure-tls.pem"
+CRT_LIST = "crt-lists/crt-list.txt"
+
+
+def published_files(system: System) -> dict[str, bytes]:
+    """Path -> bytes of the published output's children and certificate Secrets, read
+    back from the API as a new leader would (controller/publish/ordinary.py)."""
+    aux = ((system.published() or {}).get("spec") or {}).get("auxiliaryFiles") or {}
+    files = {}
+    for ref_list, plural in CHILD_REFS.items():
+        for ref in aux.get(ref_list) or []:
+            spec = system.custom().get_namespaced_custom_object(
+                "haproxy-haptic.org", "v1alpha1", NS, plural, ref["name"]
+            )["spec"]
+            content = spec["content"]
+            files[ref["path"]] = unpack(content) if spec.get("compressed") else content.encode()
+    for ref in aux.get("certificates") or []:
+        data = system.core().read_namespaced_secret(ref["secretName"], NS).data
+        files[ref["path"]] = base64.b64decode(data[ref.get("key") or CERT_KEY])
+    return files
+
+
+def settled(system: System, want: dict[str, bytes | None]) -> bool:
+    """The published output holds `want` (path -> bytes the file contains; None: no such
+    file) and its checkpoint is promoted (garbage collection follows promotion). Each step
+    waits for its own bytes, so no step is folded into the next one's render."""
+    try:
+        files = published_files(system)
+    except kubernetes.client.ApiException:
+        return False  # a child replaced or collected between the two reads
+    for path, part in want.items():
+        if (path in files) != (part is not None) or (part is not None and part not in files[path]):
+            return False
+    published, checkpoint = system.published() or {}, checkpoint_for_intent(system)
+    return checkpoint is not None and checkpoint["checksum"] == published["spec"]["checksum"]
+
+
+def checkpoint_names(system: System) -> set[str]:
+    listing = system.custom().list_namespaced_custom_object(
+        "haproxy-haptic.org", "v1alpha1", NS, "haproxycfgs",
+        label_selector=f"{ROLE_LABEL}={CHECKPOINT_ROLE}",
+    )  # fmt: skip
+    return {item["metadata"]["name"] for item in listing["items"]}
 
 
 def change_outputs_in_place(system: System, tmp: Path) -> None:
-    """A TLS Ingress and a general file arrive (outputs and certificate Secrets created),
-    change (replaced in place; the third checkpoint collects the first), then go (the
-    published children deleted; the fourth checkpoint collects the second)."""
+    """A TLS Ingress, a general file and a user map file arrive (outputs and the
+    certificate Secret created), change (the certificate Secret, the crt-list, the general
+    and the map file replaced in place; the second new checkpoint collects the first one),
+    then go (the children deleted: the map file no render keeps among them)."""
     networking = kubernetes.client.NetworkingV1Api(system.client)
-    for step, (secret_host, hosts, note) in enumerate(
-        [("s.example", ["s.example"], "one"), ("t.example", ["s.example", "t.example"], "two")]
-    ):
+    first = checkpoint_names(system)
+    steps = [("s.example", ["s.example"], "one"), ("t.example", ["s.example", "t.example"], "two")]
+    for step, (secret_host, hosts, note) in enumerate(steps):
         (tmp / str(step)).mkdir()
         secret, ingress = tls_secret("secure-tls", tmp / str(step), secret_host), tls_ingress(hosts)
         if step == 0:
@@ -166,11 +192,22 @@ def change_outputs_in_place(system: System, tmp: Path) -> None:
         else:
             system.core().patch_namespaced_secret("secure-tls", NS, secret)
             networking.patch_namespaced_ingress("secure", NS, ingress)
-        general_file(system, note)
-        wait_for(lambda: settled(system, 1, 1), 120, what=f"TLS output {step} checkpointed")
+        user_files(system, note, f"{note}.example {note}\n")
+        want = {
+            "general/note": note.encode(),
+            "maps/extra.map": f"{note}.example".encode(),
+            CRT_LIST: " ".join(hosts).encode(),
+            CERT: base64.b64decode(secret["data"]["tls.crt"]).strip(),
+        }
+        wait_for(lambda w=want: settled(system, w), 120, what=f"TLS output {step} checkpointed")
+    # Retention keeps the newest checkpoint and its predecessor (controller/retained/
+    # retention.py), so the two TLS outputs' checkpoints have collected the first one.
+    wait_for(lambda: not first & checkpoint_names(system), 60, what="first checkpoint collected")
     networking.delete_namespaced_ingress("secure", NS)
-    general_file(system, None)
-    wait_for(lambda: settled(system, 0, 0), 120, what="output without TLS checkpointed")
+    user_files(system, None, None)
+    gone: dict[str, bytes | None] = dict.fromkeys(("general/note", "maps/extra.map", CERT))
+    gone[CRT_LIST] = None
+    wait_for(lambda: settled(system, gone), 120, what="output without TLS checkpointed")
     assert system.serves("x.example", "echo-")
 
 
@@ -260,5 +297,4 @@ def test_controller_and_mirror_under_their_service_accounts(
     for sa, facts in report.items():
         assert facts["requests"], f"{sa} made no request"
         assert facts["refused"] == [], f"{sa} was refused: {facts['refused']}"
-        unreached = [p for p in facts["unused"] if tuple(p) not in NOT_REACHED.get(sa, {})]
-        assert unreached == [], f"{sa}: granted, never used by the flow"
+        assert facts["unused"] == [], f"{sa}: granted, never used by the flow"
