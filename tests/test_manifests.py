@@ -219,3 +219,18 @@ def test_the_shipped_ingress_class_is_the_one_make_run_installs() -> None:
     assert doc == stack.ingress_class()
     assert doc["spec"]["controller"] == "haproxy-haptic.org/controller"
     assert stack.ingress_class() in stack.base_objects("token")
+
+
+def test_the_haproxy_pods_mount_no_service_account_token() -> None:
+    """The agent never calls the Kubernetes API (the controller drives it over its apply
+    API), so the HAProxy pods hold no API credentials at all (issue 16: every component
+    runs with what it uses, and no more)."""
+    docs = yaml.safe_load_all((REPO_ROOT / "deploy" / "haproxy.yaml").read_text())
+    (deployment,) = [d for d in docs if d and d["kind"] == "Deployment"]
+    assert deployment["spec"]["template"]["spec"].get("automountServiceAccountToken") is False
+    clients = [
+        str(path.relative_to(REPO_ROOT))
+        for path in (REPO_ROOT / "agents").rglob("*.py")
+        if re.search(r"^\s*(import|from) kubernetes\b", path.read_text(), re.M)
+    ]
+    assert clients == []

@@ -6,7 +6,8 @@ their agents run by the local node as the cluster's kubelet. On the way a TLS In
 general file and a user map file come, change and go, each step awaited by its own bytes,
 so outputs and the certificate Secret change in place, a dropped map file is deleted and
 old checkpoints are collected. The audit log then shows no 403 for either ServiceAccount,
-and RBAC grants no verb the flow did not use.
+and RBAC grants no verb the flow did not use. The agent is not among them: it never calls the
+API, and its pods mount no token (tests/test_manifests.py checks both).
 
 Skipped when the real control plane is not built (`make kube`, which needs Go).
 """
