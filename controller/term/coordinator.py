@@ -118,7 +118,7 @@ class Coordinator:
             return
         if published is not None:
             self.ctx.plans.remember(published)
-            self.ctx.state.seed = published
+            self.ctx.state.seeded(published)
 
     def _check_due(self) -> bool:
         """Time for the consistency check: incremental updates were made since the last

@@ -47,6 +47,12 @@ class TermState:
 
     # -- renders ------------------------------------------------------------------------
 
+    def seeded(self, published: RenderOutput) -> None:
+        """The published output read at the start of the term: the previous plan the first
+        render keeps server slots from (docs/term.md)."""
+        with self.lock:
+            self.seed = published
+
     def accept(self, output: RenderOutput) -> bool:
         """A render passed (or optimistically skipped) the gate: it becomes the output to
         dispatch and publication resumes. False for an output the gate already refused."""
