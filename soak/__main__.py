@@ -270,6 +270,7 @@ def run(minutes: float, seed: int, report_path: Path, hub_rounds: int = 1) -> in
             if faults is not None:
                 results.append(inv.check_gauge_after_convergence(faults.gauge_readings))
                 results.append(inv.check_incremental_agrees(faults.mismatch_readings))
+                results.append(inv.check_gate_refusals(faults.gate_refusals))
         except Exception:
             broke_down += traceback.format_exc()
     finally:

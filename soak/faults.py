@@ -79,6 +79,9 @@ class Faults:
         # (time, controller, value) of haptic_retained_config_active after each convergence
         self.gauge_readings: list[tuple[float, str, float | None]] = []
         self.mismatch_readings: list[tuple[float, str, float | None]] = []
+        # template_gate_refuses: (fault start, seconds until a refusal after dispatch was
+        # reported on /healthz, or None)
+        self.gate_refusals: list[tuple[float, float | None]] = []
         self.unhealthy = "not judged yet"
 
     def kinds(self) -> dict[str, Callable[[FaultLog], list[Window]]]:
@@ -390,7 +393,14 @@ class Faults:
         request may fail; then the field is removed."""
         start = time.time()
         self._patch_template({"spec": {"haproxyConfig": {"template": REFUSED_TEMPLATE}}})
-        time.sleep(self.rng.uniform(4, 8))
+        hold_until = time.monotonic() + self.rng.uniform(4, 8)
+        reported: float | None = None
+        while time.monotonic() < hold_until:
+            if reported is None and self._refused_after_dispatch():
+                reported = round(time.time() - start, 2)
+            time.sleep(0.25)
+        entry.detail["refused_after_dispatch_s"] = reported
+        self.gate_refusals.append((start, reported))
         repaired = time.time()
         self._patch_template({"spec": {"haproxyConfig": None}})
         end = self.wait_healthy(entry, start)
@@ -398,6 +408,17 @@ class Faults:
             Window("template_refused", start, repaired, frozenset(), rendering_broken=True),
             Window("template_refused_repair", repaired, end, frozenset()),
         ]
+
+    def _refused_after_dispatch(self) -> bool:
+        """Some controller's /healthz names an asynchronous refusal: the gate let the render
+        go out optimistically, then refused it (controller/term/coordinator.py, on_verdict)."""
+        for name in list(self.system.controllers):
+            try:
+                if "after dispatch" in self.system.health(name, "/healthz", startup=0).text:
+                    return True
+            except Exception:  # a controller restarting: not this one
+                continue
+        return False
 
     def lease_recreate(self, entry: FaultLog) -> list[Window]:
         """Delete the leader Lease: an elector creates it again with its epoch counter back

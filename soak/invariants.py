@@ -348,6 +348,21 @@ def check_intent_at_rest(
     return result
 
 
+# -- the render gate refuses after dispatch, and says so -------------------------------------
+
+
+def check_gate_refusals(refusals: Iterable[tuple[float, float | None]]) -> Result:
+    """Each template the gate refuses went out optimistically and was refused after the
+    dispatch (seed 003), which the leader's /healthz reports while the fault lasts; the
+    reverted fleet is judged by the at-rest check once the fault is over."""
+    result = Result("the render gate's refusal after dispatch is reported")
+    for t, reported_after in refusals:
+        result.checked += 1
+        if reported_after is None:
+            result.violations.append(f"t={t:.3f} no /healthz reported a refusal after dispatch")
+    return result
+
+
 # -- the retained-config gauge is 0 after convergence ----------------------------------------
 
 

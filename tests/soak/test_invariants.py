@@ -398,3 +398,12 @@ def test_a_promoted_standby_round_that_recovers_wrongly_is_flagged() -> None:
     assert "never became Ready" in recovered.violations[0]
     assert "sha256:older" in recovered.violations[1]
     assert len(untouched.violations) == 1 and "h-0" in untouched.violations[0]
+
+
+# -- the render gate's refusal after dispatch -------------------------------------------------
+
+
+def test_a_refusal_never_reported_after_dispatch_is_a_violation() -> None:
+    result = inv.check_gate_refusals([(10.0, 1.25), (50.0, None)])
+    assert result.checked == 2
+    assert result.violations == ["t=50.000 no /healthz reported a refusal after dispatch"]
