@@ -42,21 +42,26 @@ HOLD = 0.5  # seconds a /hold request stays at the backend
 
 
 class _Backend(_Echo):
-    """_Echo, plus /hold (counts the requests in flight) and a health endpoint that can be
-    slow (server.health_delay)."""
+    """_Echo, counting the /hold (HOLD seconds) and /slow (2 s) requests in flight, with a
+    health endpoint that can be slow (server.health_delay)."""
 
     def _answer(self) -> None:
         srv = self.server
         if self.path == "/healthz" and srv.health_delay:  # type: ignore[attr-defined]
             time.sleep(srv.health_delay)  # type: ignore[attr-defined]
-        if self.path == "/hold":
-            with srv.lock:  # type: ignore[attr-defined]
-                srv.inflight += 1  # type: ignore[attr-defined]
-                srv.peak = max(srv.peak, srv.inflight)  # type: ignore[attr-defined]
-            time.sleep(HOLD)
+        if self.path not in ("/hold", "/slow"):
+            super()._answer()
+            return
+        with srv.lock:  # type: ignore[attr-defined]
+            srv.inflight += 1  # type: ignore[attr-defined]
+            srv.peak = max(srv.peak, srv.inflight)  # type: ignore[attr-defined]
+        try:
+            if self.path == "/hold":
+                time.sleep(HOLD)
+            super()._answer()  # /slow: 2 s there
+        finally:
             with srv.lock:  # type: ignore[attr-defined]
                 srv.inflight -= 1  # type: ignore[attr-defined]
-        super()._answer()
 
     do_GET = _answer
     do_POST = _answer
@@ -259,11 +264,15 @@ def test_timeout_connect_gives_503_after_the_connect_timeout(rendered: tuple) ->
     assert 0.3 <= took < 4.5, took
 
 
-def test_timeout_queue_with_maxconn_answers_503_to_who_waits_too_long(pod: str) -> None:
+def test_timeout_queue_with_maxconn_answers_503_to_who_waits_too_long(rendered: tuple) -> None:
+    pod_ip, _, hold = rendered
     with ThreadPoolExecutor(1) as pool:
-        holder = pool.submit(_timed, pod, "queue.test", "/slow")  # 2 s at the only slot
-        time.sleep(0.3)
-        status, took = _timed(pod, "queue.test", "/")
+        holder = pool.submit(_timed, pod_ip, "queue.test", "/slow")  # 2 s at the only slot
+        deadline = time.monotonic() + 10
+        while hold.inflight < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert hold.inflight == 1
+        status, took = _timed(pod_ip, "queue.test", "/")
         held_status, held = holder.result()
     assert held_status == 200
     assert status == 503  # waited its 500 ms in the queue, not until the slot was free
