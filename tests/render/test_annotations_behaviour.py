@@ -291,10 +291,13 @@ def test_maxconn_bounds_the_concurrency_at_the_server(rendered: tuple) -> None:
     assert took >= 3 * HOLD * 0.9, took  # six requests, two at a time
 
 
-def test_timeout_http_request_answers_408_to_a_slow_request_body(pod: str) -> None:
+def test_timeout_http_request_answers_408_to_a_slow_request_body(rendered: tuple) -> None:
     # The backend is known once the headers are in, so a backend's http-request timeout
     # bounds the wait for the body (docs/annotations.md); a client that stops sending gets 408.
-    with socket.create_connection((pod, 8080), timeout=15) as sock:
+    pod_ip, cfg, _ = rendered
+    block = _backend_block(cfg, "default_slowreq_80")
+    assert "timeout http-request 1s\n    option http-buffer-request\n" in block
+    with socket.create_connection((pod_ip, 8080), timeout=15) as sock:
         sock.sendall(
             b"POST / HTTP/1.1\r\nHost: slowreq.test\r\nContent-Length: 100\r\n\r\nonly-a-part"
         )
