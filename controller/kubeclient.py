@@ -11,9 +11,11 @@ Two rules, as client-go's rest.Request keeps them:
 
 from __future__ import annotations
 
+import base64
 import copy
 
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 from urllib3.util.retry import Retry
 
 # client-go's ceiling: one request plus 10 more after Retry-After answers.
@@ -76,3 +78,18 @@ def bounded_copy(api_client: client.ApiClient) -> client.ApiClient:
 def server_url(api_client: client.ApiClient) -> str:
     """The API server a client talks to, without a trailing slash."""
     return str(api_client.configuration.host).rstrip("/")
+
+
+def secret_data(
+    api_client: client.ApiClient, namespace: str, name: str, timeout: float = 5.0
+) -> dict[str, str] | None:
+    """A Secret's data, decoded to text; None when there is no such Secret."""
+    try:
+        secret = client.CoreV1Api(api_client).read_namespaced_secret(
+            name, namespace, _request_timeout=timeout
+        )
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}

@@ -28,6 +28,7 @@ from controller.httpstore.store import HTTPStore
 from controller.hub.config import HubConfig
 from controller.hub.hub import build_hub
 from controller.ingressstatus import IngressStatusWriter, fleet_addresses
+from controller.kubeclient import secret_data
 from controller.leader import LeaderPipeline, LeaderSettings, PlanMemory
 from controller.render.warnings import render_warning_reporter, template_status_writer
 from controller.rendergate import RenderGate, check_output
@@ -172,15 +173,7 @@ class ControllerReplica:
 
     def _template_secret(self, name: str) -> dict[str, str] | None:
         """A Secret's decoded data in the template config's namespace (HTTP resource auth)."""
-        try:
-            secret = client.CoreV1Api(self.api_client).read_namespaced_secret(
-                name, self.runtime.config.namespace, _request_timeout=5.0
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+        return secret_data(self.api_client, self.runtime.config.namespace, name)
 
     def _render_kwargs(self) -> dict[str, Any]:
         """RenderInput keyword arguments: the watched objects, the HTTP store's bodies and

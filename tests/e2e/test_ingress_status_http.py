@@ -101,3 +101,57 @@ def test_http_resources_reach_the_pods_and_a_failing_source_keeps_the_body(syste
         assert _motd_digest(system) == {second}
         events = kubernetes.client.CoreV1Api(system.client).list_namespaced_event(stack.NAMESPACE)
         assert "HTTPResourceFetchFailed" in {e.reason for e in events.items}
+
+
+def _ingress_entries(system: System, name: str) -> list[dict]:
+    ing = kubernetes.client.NetworkingV1Api(system.client).read_namespaced_ingress(
+        name, stack.NAMESPACE
+    )
+    lb = ing.status.load_balancer if ing.status else None
+    return [
+        {k: v for k, v in (("hostname", e.hostname), ("ip", e.ip)) if v}
+        for e in ((lb.ingress if lb else None) or [])
+    ]
+
+
+def test_a_publish_service_in_another_namespace_gives_its_addresses(system: System) -> None:
+    # The controller watches Services in every namespace, so the publish Service may live
+    # outside the controller's own (docs/annotations.md, "Ingress status").
+    wait_for(lambda: system.serves("x.example", "echo-"), 120, what="x.example served")
+    core = kubernetes.client.CoreV1Api(system.client)
+    core.create_namespace({"metadata": {"name": "edge"}})
+    core.create_namespaced_service(
+        "edge",
+        {
+            "metadata": {"name": "haproxy-public"},
+            "spec": {
+                "type": "LoadBalancer",
+                "selector": {"app.kubernetes.io/name": "haproxy"},
+                "ports": [{"name": "http", "port": 80, "targetPort": 8080}],
+            },
+        },
+    )
+    # What a cloud's load balancer controller would write.
+    lb = {"ingress": [{"ip": "203.0.113.10"}, {"hostname": "lb.example.net"}]}
+    core.patch_namespaced_service_status("haproxy-public", "edge", {"status": {"loadBalancer": lb}})
+    custom = kubernetes.client.CustomObjectsApi(system.client)
+
+    def publish(value: str | None) -> None:
+        custom.patch_namespaced_custom_object(
+            "haproxy-haptic.org",
+            "v1alpha1",
+            stack.NAMESPACE,
+            "haproxytemplateconfigs",
+            "haptic",
+            {"spec": {"templateLibraries": {"ingress": {"publishService": value}}}},
+        )
+
+    publish("edge/haproxy-public")
+    try:
+        wanted = [{"hostname": "lb.example.net"}, {"ip": "203.0.113.10"}]
+        wait_for(lambda: _ingress_entries(system, "echo") == wanted, 60, what="publish status")
+        assert _kubectl_address(system, "echo") == "lb.example.net,203.0.113.10"
+    finally:
+        publish(None)
+    pod_ips = sorted(p.status.pod_ip for p in system.haproxy_pods(ready_only=False))
+    wait_for(lambda: _kubectl_address(system, "echo") == ",".join(pod_ips), 60, what="pod IPs")

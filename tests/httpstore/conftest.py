@@ -1,5 +1,5 @@
-"""A real HTTP server on 127.0.0.1 for the HTTP store's tests: per-path bodies, ETags and
-304s, delays, status codes and a required Authorization header."""
+"""A real HTTP server on 127.0.0.1 for the HTTP store's tests: per-path bodies, ETags,
+Last-Modified and 304s, delays, status codes and a required Authorization header."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ class Source:
 
     body: bytes = b""
     etag: str | None = None
+    last_modified: str | None = None  # sent as Last-Modified; If-Modified-Since equal: 304
     delay: float = 0.0
     status: int = 200
     authorization: str | None = None  # the Authorization header required when set
@@ -40,13 +41,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        if src.etag and self.headers.get("If-None-Match") == src.etag:
+        if (src.etag and self.headers.get("If-None-Match") == src.etag) or (
+            src.last_modified and self.headers.get("If-Modified-Since") == src.last_modified
+        ):
             self.send_response(304)
             self.end_headers()
             return
         self.send_response(src.status)
         if src.etag:
             self.send_header("ETag", src.etag)
+        if src.last_modified:
+            self.send_header("Last-Modified", src.last_modified)
         self.send_header("Content-Length", str(len(src.body)))
         self.end_headers()
         self.wfile.write(src.body)

@@ -256,11 +256,40 @@ def test_the_regular_plural_of_a_kind(kind: str, plural: str) -> None:
 
 def test_the_shipped_config_s_jsonpath_assertions_catch_a_backend_without_endpoints() -> None:
     sample = yaml.safe_load((REPO / "deploy" / "template-config.yaml").read_text())
-    (name,) = sample["spec"]["validationTests"]
+    name = "ingress-routes-to-its-service"
     test = sample["spec"]["validationTests"][name]
     test["fixtures"] = [f for f in test["fixtures"] if f["kind"] != "EndpointSlice"]
-    (result,) = run_tests(sample, lambda out: (True, ""))
+    result = run_test(name, sample, test, lambda out: (True, ""))
     assert result.failures == (
         "assertions[4]: jsonpath \"$.backends[?@.name == 'shop_front_80'].servers[?@.enabled =="
         ' true].address" selects 0 values, expected exactly one',
+    )
+
+
+def _file_test(*assertions: dict) -> Result:
+    return run_test(
+        "t", b.template_config(), {"fixtures": FIXTURES, "assertions": assertions}, _never
+    )
+
+
+def test_equals_holds_when_the_file_is_exactly_the_value() -> None:
+    result = _file_test(
+        {"type": "equals", "file": "maps/hosts.map", "value": "shop.test shop.test\n"},
+        {"type": "equals", "file": "maps/path-exact.map", "value": ""},
+    )
+    assert result.passed, result.failures
+
+
+def test_equals_fails_on_any_difference_and_names_the_file() -> None:
+    result = _file_test(
+        {"type": "equals", "file": "maps/hosts.map", "value": "shop.test shop.test"},  # no \n
+        {"type": "equals", "file": "maps/hosts.map", "value": "other.test other.test\n"},
+        {"type": "equals", "file": "maps/nothing.map", "value": ""},
+        {"type": "equals", "value": "shop.test shop.test\n"},  # file defaults to haproxy.cfg
+    )
+    assert result.failures == (
+        "assertions[0]: maps/hosts.map differs from the expected content",
+        "assertions[1]: maps/hosts.map differs from the expected content",
+        "assertions[2]: maps/nothing.map: not rendered",
+        "assertions[3]: haproxy.cfg differs from the expected content",
     )
