@@ -131,6 +131,8 @@ def _receipts(window: tl.Window) -> list[tl.Mark]:
     for receipt in rows:
         kind, tone = tl.deployment_kind(receipt.mode, receipt.last_error)
         what = f"error ({receipt.last_error[:200]})" if receipt.last_error else kind
+        if not receipt.last_error:
+            what += f" by {receipt.applied_by}"
         marks.append(
             tl.Mark(
                 lane=tl.POD_LANE_PREFIX + receipt.pod_name,
