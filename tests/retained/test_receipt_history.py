@@ -41,7 +41,8 @@ def _lanes(since: datetime) -> dict[str, list[tuple[str, str]]]:
     lanes: dict[str, list[tuple[datetime, str, str]]] = {}
     for mark in found:
         if mark.lane.startswith(tl.POD_LANE_PREFIX) and mark.kind != "error":
-            plan = mark.label.split("plan ")[-1]
+            # "<pod> <at>: reload, plan <id>, by <holder> at epoch <n>": who deployed it too.
+            plan = mark.label.split("plan ")[1].removesuffix(", by replica-a at epoch 1")
             lanes.setdefault(mark.lane.removeprefix(tl.POD_LANE_PREFIX), []).append(
                 (mark.at, mark.kind, plan)
             )
