@@ -41,7 +41,7 @@ def last_acknowledged(receipt: PodReceipt) -> PodReceipt | None:
     )
 
 
-def now(latest: PodReceipt, intent: DeploymentIntent | None) -> PodReceipt:
+def current_state(latest: PodReceipt, intent: DeploymentIntent | None) -> PodReceipt:
     """A pod's current state, the one the fleet page, the pod page and /api/v1/fleet/ show:
     `latest` (its newest listed receipt: the last attempt, a failure maybe) gains `runs`,
     what it still serves (`last_acknowledged`), and `matches_intent`, whether that is the
@@ -59,16 +59,16 @@ def now(latest: PodReceipt, intent: DeploymentIntent | None) -> PodReceipt:
     return latest
 
 
-def fleet_now() -> list[PodReceipt]:
-    """Every pod of the fleet in its current state (`now`), by name."""
+def fleet_states() -> list[PodReceipt]:
+    """Every pod of the fleet in its current state (`current_state`), by name."""
     intent = latest_intent()
-    return [now(pod, intent) for pod in fleet()]
+    return [current_state(pod, intent) for pod in fleet()]
 
 
-def pod_now(pod_name: str) -> PodReceipt | None:
-    """One pod's current state (`now`), None when no HAProxyCfg lists it any more."""
+def pod_state(pod_name: str) -> PodReceipt | None:
+    """One pod's current state (`current_state`), None when no HAProxyCfg lists it any more."""
     latest = fleet().filter(pod_name=pod_name).first()
-    return now(latest, latest_intent()) if latest is not None else None
+    return current_state(latest, latest_intent()) if latest is not None else None
 
 
 def latest_intent(template_uid: str | None = None) -> DeploymentIntent | None:

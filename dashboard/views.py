@@ -76,7 +76,7 @@ class FleetView(ViewerRequired):
     def get(self, request: HttpRequest) -> HttpResponse:
         context = {
             # The latest outcome may be a failure; the pod still runs what it acknowledged.
-            "pods": queries.fleet_now(),
+            "pods": queries.fleet_states(),
             "intent": queries.latest_intent(),
             "term": LeadershipTerm.objects.filter(ended_at__isnull=True).first(),
             "hubs": HubStatus.objects.all(),
@@ -103,7 +103,7 @@ class PodView(ViewerRequired):
         receipts = PodReceipt.objects.filter(pod_name=pod)
         if not receipts.exists():
             raise Http404(f"no receipt of a pod named {pod!r} has been mirrored")
-        current = queries.pod_now(pod)
+        current = queries.pod_state(pod)
         runs = current.runs if current is not None else None
         intent = queries.latest_intent()
         running = intended = None

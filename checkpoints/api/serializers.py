@@ -139,15 +139,15 @@ class PodReceiptSerializer(serializers.ModelSerializer):
 
 
 def _serves(field: str, kind: type[serializers.Field] = serializers.CharField) -> Any:
-    """A field of what the pod still serves (`queries.now`'s `runs`): null when it has
-    acknowledged no plan."""
+    """A field of what the pod still serves (`queries.current_state`'s `runs`): null when
+    it has acknowledged no plan."""
     return kind(source=f"runs.{field}", read_only=True, allow_null=True)
 
 
 class FleetPodSerializer(serializers.ModelSerializer):
-    """A pod in its current state (checkpoints.queries.now), as the fleet page shows it: the
-    plan it still serves (after a failed apply, the one it acknowledged last) and its last
-    attempt's outcome beside it."""
+    """A pod in its current state (checkpoints.queries.current_state), as the fleet page
+    shows it: the plan it still serves (after a failed apply, the one it acknowledged last)
+    and its last attempt's outcome beside it."""
 
     runtime_id = _serves("runtime_id")
     applied_plan_id = _serves("applied_plan_id")

@@ -110,11 +110,11 @@ class FleetViewSet(ContractMixin, mixins.ListModelMixin, viewsets.GenericViewSet
         return queries.fleet()
 
     def paginate_queryset(self, queryset: Any) -> Any:
-        # The page's pods in their current state (queries.now), the one function the pages
-        # use too.
+        # The page's pods in their current state (queries.current_state), the one function
+        # the pages use too.
         page = super().paginate_queryset(queryset)
         intent = queries.latest_intent()
-        return [queries.now(pod, intent) for pod in page] if page is not None else None
+        return [queries.current_state(pod, intent) for pod in page] if page is not None else None
 
 
 class LeadershipTermViewSet(BaseReadOnlyViewSet):

@@ -130,7 +130,7 @@ def test_the_fleet_api_shows_what_a_pod_still_serves_after_a_failed_apply(
 ) -> None:
     """The leader's entry after a failed apply names only the output it tried and the
     error; the pod keeps serving what it acknowledged last. /api/v1/fleet/ says so, as the
-    fleet and pod pages do (one function, checkpoints.queries.now).
+    fleet and pod pages do (one function, checkpoints.queries.current_state).
 
     Bug (checkpoints/api/views.py, FleetViewSet): the API served the failed entry itself,
     so the pod had no plan, no mode, and a checksum it never ran."""
