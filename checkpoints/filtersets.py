@@ -113,7 +113,8 @@ class PodReceiptFilterSet(django_filters.FilterSet):
 
     class Meta:
         model = PodReceipt
-        fields = ["pod_uid", "checksum", "mode", "source_name"]
+        # term_holder / term_epoch: the receipts a leader term applied.
+        fields = ["pod_uid", "checksum", "mode", "source_name", "term_holder", "term_epoch"]
 
 
 class LeadershipTermFilterSet(django_filters.FilterSet):

@@ -22,6 +22,7 @@ from contract import (
     TEMPLATE_UID_LABEL,
     unpack,
 )
+from controller.retained.receipts import term_of
 
 HUB_MODE_ANNOTATION = f"{GROUP}/hub-mode"
 
@@ -111,6 +112,8 @@ def checkpoint_row(obj: dict[str, Any]) -> dict[str, Any]:
         "receipt_worker_ops_plan_id": receipt.get("workerOpsPlanID", ""),
         "receipt_mode": receipt.get("mode", ""),
         "receipt_acknowledged_at": parse_time(receipt.get("acknowledgedAt")),
+        "receipt_term_holder": term_of(receipt)[0],
+        "receipt_term_epoch": term_of(receipt)[1],
         "auxiliary_refs": spec.get("auxiliaryFiles") or {},
     }
 
@@ -212,6 +215,11 @@ def receipt_rows(obj: dict[str, Any]) -> list[dict[str, Any]]:
             "source_uid": meta.get("uid", ""),
             "source_namespace": meta.get("namespace", ""),
         }
+        holder, epoch = term_of(entry)
+        if holder:
+            # Only when known: a receipt from before terms were recorded keeps the
+            # fingerprint (and so the row) it always had.
+            row.update(term_holder=holder, term_epoch=epoch)
         row["fingerprint"] = fingerprint(row)
         rows.append(row)
     return rows

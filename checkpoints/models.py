@@ -54,6 +54,9 @@ class Checkpoint(MirroredModel):
     receipt_worker_ops_plan_id = models.CharField(max_length=80, blank=True)
     receipt_mode = models.CharField(max_length=32, blank=True)
     receipt_acknowledged_at = models.DateTimeField(null=True, blank=True)
+    # The term whose token applied it ("" / None: a receipt older than this record).
+    receipt_term_holder = models.CharField(max_length=253, blank=True)
+    receipt_term_epoch = models.BigIntegerField(null=True, blank=True)
     # Exact auxiliary references as written in spec.auxiliaryFiles.
     auxiliary_refs = models.JSONField(default=dict, blank=True)
     # Whether the ordinary HAProxyCfg's status.retainedConfigs last named this checkpoint.
@@ -159,6 +162,10 @@ class PodReceipt(models.Model):
     last_error = models.TextField(blank=True)
     consecutive_errors = models.IntegerField(default=0)
     deployed_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # The leader term whose fencing token applied the pod's plan: who deployed it. Empty
+    # (holder "", epoch None) for receipts published before receipts carried it.
+    term_holder = models.CharField(max_length=253, blank=True, db_index=True)
+    term_epoch = models.BigIntegerField(null=True, blank=True, db_index=True)
     source_name = models.CharField(max_length=253)
     source_uid = models.CharField(max_length=64, db_index=True)
     source_namespace = models.CharField(max_length=253)
@@ -172,6 +179,15 @@ class PodReceipt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pod_name} {self.applied_plan_id[:12]}"
+
+    @property
+    def applied_by(self) -> str:
+        """Who deployed it, as the pages say it: "holder at epoch N", or "unknown"."""
+        return term_label(self.term_holder, self.term_epoch)
+
+
+def term_label(holder: str, epoch: int | None) -> str:
+    return f"{holder} at epoch {epoch}" if holder and epoch is not None else "unknown"
 
 
 class LeadershipTerm(models.Model):

@@ -41,6 +41,36 @@ def last_acknowledged(receipt: PodReceipt) -> PodReceipt | None:
     )
 
 
+def current_state(latest: PodReceipt, intent: DeploymentIntent | None) -> PodReceipt:
+    """A pod's current state, the one the fleet page, the pod page and /api/v1/fleet/ show:
+    `latest` (its newest listed receipt: the last attempt, a failure maybe) gains `runs`,
+    what it still serves (`last_acknowledged`), and `matches_intent`, whether that is the
+    intent's output (None without an intent)."""
+    latest.runs = last_acknowledged(latest)
+    latest.matches_intent = (
+        None
+        if intent is None
+        else bool(
+            latest.runs
+            and latest.runs.applied_plan_id == intent.plan_id
+            and latest.runs.checksum == intent.checksum
+        )
+    )
+    return latest
+
+
+def fleet_states() -> list[PodReceipt]:
+    """Every pod of the fleet in its current state (`current_state`), by name."""
+    intent = latest_intent()
+    return [current_state(pod, intent) for pod in fleet()]
+
+
+def pod_state(pod_name: str) -> PodReceipt | None:
+    """One pod's current state (`current_state`), None when no HAProxyCfg lists it any more."""
+    latest = fleet().filter(pod_name=pod_name).first()
+    return current_state(latest, latest_intent()) if latest is not None else None
+
+
 def latest_intent(template_uid: str | None = None) -> DeploymentIntent | None:
     """The most recently recorded deployment intent (of one template, when given)."""
     query = DeploymentIntent.objects.filter(source="retained-state")

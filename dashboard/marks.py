@@ -131,12 +131,13 @@ def _receipts(window: tl.Window) -> list[tl.Mark]:
     for receipt in rows:
         kind, tone = tl.deployment_kind(receipt.mode, receipt.last_error)
         what = f"error ({receipt.last_error[:200]})" if receipt.last_error else kind
+        by = "" if receipt.last_error else f", by {receipt.applied_by}"
         marks.append(
             tl.Mark(
                 lane=tl.POD_LANE_PREFIX + receipt.pod_name,
                 at=receipt.deployed_at,
                 label=f"{receipt.pod_name} {tl.iso(receipt.deployed_at)}: {what}, "
-                f"plan {receipt.applied_plan_id[:16] or '-'}",
+                f"plan {receipt.applied_plan_id[:16] or '-'}{by}",
                 href=record_url("receipt", receipt.pk),
                 tone=tone,
                 kind=kind,

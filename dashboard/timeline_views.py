@@ -82,6 +82,8 @@ class RecordView(ViewerRequired):
             elif isinstance(value, datetime):
                 value = value.astimezone(UTC).isoformat()  # exact, unlike the page's dates
             fields.append((f.verbose_name, value, block))
+        if isinstance(record, PodReceipt) and not record.last_error:
+            fields.append(("applied by", record.applied_by, False))  # "unknown" when old
         at = getattr(record, RECORD_TIMES[kind])
         around = (
             reverse("dashboard:timeline")

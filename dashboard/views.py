@@ -74,20 +74,10 @@ class FleetView(ViewerRequired):
     fragment_template_name = "dashboard/_fleet.html"
 
     def get(self, request: HttpRequest) -> HttpResponse:
-        intent = queries.latest_intent()
-        pods = list(queries.fleet())
-        for pod in pods:
-            # The latest outcome may be a failure; the pod still runs what it acknowledged.
-            pod.runs = queries.last_acknowledged(pod)
-            pod.matches_intent = bool(
-                intent
-                and pod.runs
-                and pod.runs.applied_plan_id == intent.plan_id
-                and pod.runs.checksum == intent.checksum
-            )
         context = {
-            "pods": pods,
-            "intent": intent,
+            # The latest outcome may be a failure; the pod still runs what it acknowledged.
+            "pods": queries.fleet_states(),
+            "intent": queries.latest_intent(),
             "term": LeadershipTerm.objects.filter(ended_at__isnull=True).first(),
             "hubs": HubStatus.objects.all(),
             "mirror": MirrorState.objects.all(),
@@ -113,8 +103,8 @@ class PodView(ViewerRequired):
         receipts = PodReceipt.objects.filter(pod_name=pod)
         if not receipts.exists():
             raise Http404(f"no receipt of a pod named {pod!r} has been mirrored")
-        current = queries.fleet().filter(pod_name=pod).first()
-        runs = queries.last_acknowledged(current) if current is not None else None
+        current = queries.pod_state(pod)
+        runs = current.runs if current is not None else None
         intent = queries.latest_intent()
         running = intended = None
         if runs is not None:
@@ -126,12 +116,7 @@ class PodView(ViewerRequired):
             "current": current,
             "runs": runs,
             "intent": intent,
-            "matches_intent": bool(
-                runs
-                and intent
-                and runs.applied_plan_id == intent.plan_id
-                and runs.checksum == intent.checksum
-            ),
+            "matches_intent": bool(current is not None and current.matches_intent),
             "running": running,
             "intended": intended,
             "page": _page(request, receipts),

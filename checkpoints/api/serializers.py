@@ -84,6 +84,8 @@ class WorkerReceiptSerializer(serializers.Serializer):
     worker_ops_plan_id = serializers.CharField(source="receipt_worker_ops_plan_id")
     mode = serializers.CharField(source="receipt_mode")
     acknowledged_at = serializers.DateTimeField(source="receipt_acknowledged_at", allow_null=True)
+    term_holder = serializers.CharField(source="receipt_term_holder")
+    term_epoch = serializers.IntegerField(source="receipt_term_epoch", allow_null=True)
 
 
 class CheckpointDetailSerializer(CheckpointSerializer):
@@ -136,10 +138,28 @@ class PodReceiptSerializer(serializers.ModelSerializer):
         exclude = ["fingerprint"]
 
 
-class FleetPodSerializer(serializers.ModelSerializer):
-    """A pod as the fleet view shows it: its latest current receipt."""
+def _serves(field: str, kind: type[serializers.Field] = serializers.CharField) -> Any:
+    """A field of what the pod still serves (`queries.current_state`'s `runs`): null when
+    it has acknowledged no plan."""
+    return kind(source=f"runs.{field}", read_only=True, allow_null=True)
 
-    matches_intent = serializers.SerializerMethodField()
+
+class FleetPodSerializer(serializers.ModelSerializer):
+    """A pod in its current state (checkpoints.queries.current_state), as the fleet page
+    shows it: the plan it still serves (after a failed apply, the one it acknowledged last)
+    and its last attempt's outcome beside it."""
+
+    runtime_id = _serves("runtime_id")
+    applied_plan_id = _serves("applied_plan_id")
+    running_plan_id = _serves("running_plan_id")
+    worker_ops_plan_id = _serves("worker_ops_plan_id")
+    checksum = _serves("checksum")
+    mode = _serves("mode")
+    acknowledged_at = _serves("deployed_at", serializers.DateTimeField)
+    term_holder = _serves("term_holder")
+    term_epoch = _serves("term_epoch", serializers.IntegerField)
+    last_attempt_checksum = serializers.CharField(source="checksum", read_only=True)
+    matches_intent = serializers.BooleanField(read_only=True, allow_null=True)
 
     class Meta:
         model = PodReceipt
@@ -152,18 +172,16 @@ class FleetPodSerializer(serializers.ModelSerializer):
             "worker_ops_plan_id",
             "checksum",
             "mode",
+            "acknowledged_at",
+            "term_holder",
+            "term_epoch",
+            "last_attempt_checksum",
             "last_error",
             "consecutive_errors",
             "deployed_at",
             "source_name",
             "matches_intent",
         ]
-
-    def get_matches_intent(self, obj: PodReceipt) -> bool | None:
-        intent = self.context.get("latest_intent")
-        if intent is None:
-            return None
-        return obj.applied_plan_id == intent.plan_id and obj.checksum == intent.checksum
 
 
 class LeadershipTermSerializer(serializers.ModelSerializer):

@@ -99,7 +99,8 @@ class PodReceiptViewSet(BaseReadOnlyViewSet):
 
 
 class FleetViewSet(ContractMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
-    """Pods with their latest reported receipt, and whether it matches the latest intent."""
+    """Pods in their current state, as the fleet page shows them: the plan each still
+    serves, its last attempt, and whether what it serves matches the latest intent."""
 
     permission_classes = [IsViewer]
     serializer_class = s.FleetPodSerializer
@@ -108,10 +109,12 @@ class FleetViewSet(ContractMixin, mixins.ListModelMixin, viewsets.GenericViewSet
     def get_queryset(self) -> Any:
         return queries.fleet()
 
-    def get_serializer_context(self) -> dict[str, Any]:
-        context = super().get_serializer_context()
-        context["latest_intent"] = queries.latest_intent()
-        return context
+    def paginate_queryset(self, queryset: Any) -> Any:
+        # The page's pods in their current state (queries.current_state), the one function
+        # the pages use too.
+        page = super().paginate_queryset(queryset)
+        intent = queries.latest_intent()
+        return [queries.current_state(pod, intent) for pod in page] if page is not None else None
 
 
 class LeadershipTermViewSet(BaseReadOnlyViewSet):

@@ -72,6 +72,12 @@ def pod_checksums(cfg: dict[str, Any] | None) -> list[str]:
     return [e["checksum"] for e in entries if e.get("checksum")]
 
 
+def receipts_from_status(cfg: dict[str, Any] | None) -> list[PodReceipt]:
+    """The complete receipts status.deployedToPods lists (a failed apply's entry is none)."""
+    entries = ((cfg or {}).get("status") or {}).get("deployedToPods") or []
+    return [r for r in map(PodReceipt.from_status, entries) if r is not None]
+
+
 class CheckpointPublisher:
     def __init__(self, objects: Objects, template: TemplateRef, published_name: str) -> None:
         self.objects = objects

@@ -27,9 +27,11 @@ from contract import (
     pack,
     unpack,
 )
+from controller.publish.checkpoints import receipts_from_status
 from controller.publish.kube import Objects
 from controller.render import RenderedFile, RenderOutput, build_plan, checksum, plan_id
 from controller.retained.checkpoint import MAIN_CONFIG, TemplateRef
+from controller.retained.receipts import PodReceipt
 
 COMPRESS_ABOVE = 256 * 1024
 
@@ -230,6 +232,10 @@ class OrdinaryPublisher:
         return RenderOutput(
             tuple(files), plan, plan_id(plan), checksum(files), plan["structure_digest"]
         )
+
+    def read_receipts(self) -> list[PodReceipt]:
+        """The receipts the published status lists now (a new term's starting point)."""
+        return receipts_from_status(self.objects.get(CFG_PLURAL, self.name))
 
     def publish_receipts(
         self, entries: Mapping[str, Mapping[str, Any]], present_pods: Iterable[str] | None = None

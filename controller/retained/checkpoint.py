@@ -191,17 +191,7 @@ def _child_object(kind: str, metadata: dict[str, Any], f: RenderedFile) -> dict[
 
 
 def _worker_receipt(receipt: PodReceipt, acknowledged_at: str) -> dict[str, Any]:
-    return {
-        "podName": receipt.pod_name,
-        "podUID": receipt.pod_uid,
-        "runtimeID": receipt.runtime_id,
-        "checksum": receipt.checksum,
-        "appliedPlanID": receipt.applied_plan_id,
-        "runningPlanID": receipt.running_plan_id,
-        "workerOpsPlanID": receipt.worker_operation_plan_id,
-        "mode": receipt.mode,
-        "acknowledgedAt": acknowledged_at,
-    }
+    return {**receipt.as_status(), "acknowledgedAt": acknowledged_at}
 
 
 def _checkpoint_config(template: TemplateRef, name: str, spec: dict[str, Any]) -> dict[str, Any]:

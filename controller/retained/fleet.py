@@ -32,6 +32,7 @@ class PodReport:
     last_known_good_plan_id: str | None = None
     applied_checksum: str | None = None
     applied_epoch: int | None = None
+    applied_holder: str | None = None  # the holder whose fencing token applied the plan
     pending_reload: bool = False
     invariant_violation: str | None = None
     worker_pid: int | None = None
@@ -77,6 +78,7 @@ class PodReport:
             last_known_good_plan_id=state.get("last_known_good_plan_id"),
             applied_checksum=state.get("applied_checksum"),
             applied_epoch=token.get("epoch") if token else None,
+            applied_holder=token.get("holder") if token else None,
             pending_reload=bool(state.get("pending_reload")),
             invariant_violation=state.get("invariant_violation"),
             worker_pid=worker.get("pid"),

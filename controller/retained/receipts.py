@@ -5,7 +5,9 @@ running worker plan, the worker-operation plan and the apply mode. A scheduled r
 an acknowledgement; a runtime update is confirmed by the worker-operation plan while the
 worker's last reload plan may still be older. The mode says which way the pod took the plan
 (contract.APPLY_MODES): reload, runtime, or file-only (files written, nothing the worker had
-to be told), as the agent reports it.
+to be told), as the agent reports it. It also names the term (holder and epoch) whose
+fencing token applied the pod's current plan, as the agent recorded it, so the history says
+who deployed what; receipts written before carry none (`holder` "", `epoch` None).
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ class PodReceipt:
     running_plan_id: str
     worker_operation_plan_id: str
     mode: str  # "reload" when a worker started from this plan, else "runtime" | "file-only"
+    holder: str = ""  # the applying term's holder identity ("" when not known)
+    epoch: int | None = None  # the applying term's fencing epoch
 
     def as_status(self) -> dict[str, Any]:
         """The camelCase entry of HAProxyCfg status.deployedToPods."""
         data = asdict(self)
-        return {
+        entry = {
             "podName": data["pod_name"],
             "podUID": data["pod_uid"],
             "runtimeID": data["runtime_id"],
@@ -41,10 +45,15 @@ class PodReceipt:
             "workerOpsPlanID": data["worker_operation_plan_id"],
             "mode": data["mode"],
         }
+        if self.holder and self.epoch is not None:
+            entry["term"] = {"holder": self.holder, "epoch": self.epoch}
+        return entry
 
     @classmethod
     def from_status(cls, entry: dict[str, Any]) -> PodReceipt | None:
-        """Parse a status entry; None when any field an acknowledgement needs is missing."""
+        """Parse a status entry; None when any field an acknowledgement needs is missing.
+        The term is optional (receipts older than it have none)."""
+        holder, epoch = term_of(entry)
         try:
             receipt = cls(
                 pod_name=entry["podName"],
@@ -55,8 +64,10 @@ class PodReceipt:
                 running_plan_id=entry["runningPlanID"],
                 worker_operation_plan_id=entry["workerOpsPlanID"],
                 mode=entry["mode"],
+                holder=holder,
+                epoch=epoch,
             )
-        except (KeyError, TypeError):
+        except (KeyError, TypeError, AttributeError):
             return None
         return receipt if receipt.is_complete() else None
 
@@ -77,6 +88,17 @@ class PodReceipt:
             )
             and self.mode in APPLY_MODES
         )
+
+
+def term_of(entry: Any) -> tuple[str, int | None]:
+    """(holder, epoch) of a receipt entry's `term`; ("", None) when absent or unreadable."""
+    term = entry.get("term") if isinstance(entry, dict) else None
+    if not isinstance(term, dict):
+        return "", None
+    holder, epoch = term.get("holder"), term.get("epoch")
+    if not isinstance(holder, str) or not holder or isinstance(epoch, bool):
+        return "", None
+    return (holder, epoch) if isinstance(epoch, int) else ("", None)
 
 
 def acknowledgement(report: PodReport, plan_id: str, checksum: str) -> PodReceipt | None:
@@ -110,5 +132,7 @@ def acknowledgement(report: PodReport, plan_id: str, checksum: str) -> PodReceip
         running_plan_id=report.running_plan_id,
         worker_operation_plan_id=report.worker_operation_plan_id or plan_id,
         mode=mode,
+        holder=report.applied_holder or "",
+        epoch=report.applied_epoch if report.applied_holder else None,
     )
     return receipt if receipt.is_complete() else None

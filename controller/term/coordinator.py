@@ -110,9 +110,11 @@ class Coordinator:
     def _seed_from_publication(self) -> None:
         """Remember the published output: the pods most likely run it, and rendering with it
         as the previous plan keeps endpoints in their server slots, so a leader change alone
-        changes (and reloads) nothing."""
+        changes (and reloads) nothing; and the published receipts, so a pod proving one of
+        them again records no deployment of this term (docs/term.md)."""
         try:
             published = self.ordinary.read_output()
+            self.ctx.state.seed_proven(self.ordinary.read_receipts())
         except Exception as exc:
             log.info("published output not readable (%s); starting without it", exc)
             return

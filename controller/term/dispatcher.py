@@ -338,10 +338,14 @@ class Dispatcher:
             self.ctx.state.not_acknowledged(outcome.pod.name, entry)
 
     def absorb_reports(self, output: RenderOutput, reports: Sequence[PodReport]) -> None:
+        """Receipts a state read proves (a paced reload that has run): stamped with the
+        time it was seen, like an apply's; a pod proving what it proved before is no new
+        deployment (TermState.acknowledged)."""
+        now = _now()
         for report in reports:
             receipt = acknowledgement(report, output.plan_id, output.checksum)
             if receipt is not None:
-                self._acknowledged(receipt, {})
+                self._acknowledged(receipt, {"deployedAt": now})
 
     def await_pending_reloads(self, output: RenderOutput, deadline: float) -> None:
         """Poll until no pod has a reload pending, absorbing what the follow-ups prove

@@ -111,14 +111,22 @@ class Publisher:
             self._publish_checkpoint(output, output.checksum)
 
     def _publish_status(self) -> None:
+        """Every queued entry, in rounds: a pod with several outcomes since the last
+        publication gets one status write per outcome, in order, so the mirror's history
+        sees each (status holds one entry per pod). What a failure left unwritten goes
+        back."""
         state = self.ctx.state
         status = state.take_status()
+        present = [p.name for p in self.ctx.targets()]
+        written = 0
         try:
-            self.ordinary.publish_receipts(
-                status, present_pods=[p.name for p in self.ctx.targets()]
-            )
+            for written in range(max((len(q) for q in status.values()), default=1)):
+                self.ordinary.publish_receipts(
+                    {pod: q[written] for pod, q in status.items() if len(q) > written},
+                    present_pods=present,
+                )
         except BaseException:
-            state.put_back_status(status)
+            state.put_back_status({pod: q[written:] for pod, q in status.items()})
             raise
 
     def _intended_output(self) -> RenderOutput | None:

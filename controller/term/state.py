@@ -2,8 +2,9 @@
 
 Every shared fact changes only through a locked operation that says what it takes and what
 it leaves: `take_unsaved(checksum)` removes and returns exactly the receipts it hands out,
-`take_status()` the per-pod status entries, `refuse(output)` withdraws an output from every
-use. A new term starts from nothing (ADR-0033, freshness across terms).
+`take_status()` the per-pod status entries (every one, oldest first), `refuse(output)`
+withdraws an output from every use. A new term starts from nothing (ADR-0033, freshness
+across terms) but the receipts published before it (`seed_proven`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,13 @@ class TermState:
     # (plan ID, checksum) the durable intent names, as the store last answered this term.
     intended: tuple[str, str] | None = None
     unsaved: dict[str, PodReceipt] = field(default_factory=dict)  # pod -> newest receipt
-    pending_status: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # pod -> its status entries not published yet, oldest first: every deployment outcome
+    # reaches status.deployedToPods, and so the history, not only a pod's newest one
+    # (docs/term.md "Every deployment outcome is published").
+    pending_status: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # pod -> the receipt it last proved (this term, or published when the term began): the
+    # same proof again is no new deployment and gets no status entry of its own.
+    proven: dict[str, PodReceipt] = field(default_factory=dict)
     publication_latched: bool = False  # a failed reconciliation holds publication
     fleet_checksums: dict[str, str] = field(default_factory=dict)  # pod -> acknowledged
     refused: set[str] = field(default_factory=set)  # checksums the render gate refused
@@ -110,21 +117,46 @@ class TermState:
 
     # -- receipts and status ----------------------------------------------------------------
 
-    def acknowledged(self, receipt: PodReceipt, entry: dict[str, Any]) -> None:
-        """A pod proved it runs `receipt`'s output."""
+    def acknowledged(self, receipt: PodReceipt, entry: dict[str, Any]) -> bool:
+        """A pod proved it runs `receipt`'s output. True when that is news (a deployment
+        outcome, queued as a status entry); False when the pod proved exactly what it last
+        proved (a follow-up read, a skipped apply): nothing happened to it."""
         with self.lock:
-            self.unsaved[receipt.pod_name] = receipt
-            self.fleet_checksums[receipt.pod_name] = receipt.checksum
-            self.pending_status[receipt.pod_name] = entry
+            pod = receipt.pod_name
+            self.unsaved[pod] = receipt
+            self.fleet_checksums[pod] = receipt.checksum
+            if self.proven.get(pod) == receipt:
+                return False
+            self.proven[pod] = receipt
+            self.pending_status.setdefault(pod, []).append(entry)
+            return True
 
     def not_acknowledged(self, pod: str, entry: dict[str, Any]) -> None:
+        """A failed or unproven apply. A repeated failure on the same output replaces the
+        previous one still queued (its consecutiveErrors counts them)."""
         with self.lock:
             self.fleet_checksums.pop(pod, None)
-            self.pending_status[pod] = entry
+            self.proven.pop(pod, None)
+            queued = self.pending_status.setdefault(pod, [])
+            if (
+                queued
+                and queued[-1].get("lastError")
+                and (queued[-1].get("checksum") == entry.get("checksum"))
+            ):
+                queued.pop()
+            queued.append(entry)
+
+    def seed_proven(self, receipts: Iterable[PodReceipt]) -> None:
+        """The receipts published when the term began: a pod proving one of them again
+        (nothing changed across the hand-over) is no new deployment."""
+        with self.lock:
+            for receipt in receipts:
+                self.proven.setdefault(receipt.pod_name, receipt)
 
     def consecutive_errors(self, pod: str) -> int:
         with self.lock:
-            return int(self.pending_status.get(pod, {}).get("consecutiveErrors", 0))
+            queued = self.pending_status.get(pod) or [{}]
+            return int(queued[-1].get("consecutiveErrors", 0))
 
     def converging(self, checksum: str, requested_at: float) -> None:
         """A render of `checksum` serving a request made at `requested_at` was dispatched;
@@ -162,17 +194,19 @@ class TermState:
             for receipt in receipts:
                 self.unsaved.setdefault(receipt.pod_name, receipt)
 
-    def take_status(self) -> dict[str, dict[str, Any]]:
-        """Remove and return every pending per-pod status entry."""
+    def take_status(self) -> dict[str, list[dict[str, Any]]]:
+        """Remove and return every pending per-pod status entry, oldest first."""
         with self.lock:
             taken, self.pending_status = self.pending_status, {}
             return taken
 
-    def put_back_status(self, entries: Mapping[str, dict[str, Any]]) -> None:
-        """Return entries a failed publication took; a pod's newer entry wins."""
+    def put_back_status(self, entries: Mapping[str, list[dict[str, Any]]]) -> None:
+        """Return entries a failed publication did not write, before any queued since
+        (those are newer)."""
         with self.lock:
-            for pod, entry in entries.items():
-                self.pending_status.setdefault(pod, entry)
+            for pod, queued in entries.items():
+                if queued:
+                    self.pending_status[pod] = list(queued) + self.pending_status.get(pod, [])
 
     def has_unpublished(self) -> bool:
         with self.lock:

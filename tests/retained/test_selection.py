@@ -122,6 +122,33 @@ def test_a_file_only_apply_is_acknowledged_as_file_only() -> None:
     assert acknowledgement(report, "plan-2", "sha256:2").mode == "reload"
 
 
+def test_a_receipt_names_the_term_whose_token_applied_the_plan() -> None:
+    """The agent records the fencing token of the apply that put its plan in place; the
+    receipt carries that term into status (and the history); an entry without one (written
+    before receipts carried it) still parses, with no term."""
+    state = {
+        "runtime_id": "rt",
+        "applied_plan_id": "plan-2",
+        "applied_checksum": "sha256:2",
+        "running_plan_id": "plan-2",
+        "worker_operation_plan_id": "plan-2",
+        "applied_token": {"holder": "controller-1", "epoch": 7, "sequence": 4},
+    }
+    ack = acknowledgement(
+        PodReport.from_agent_state("p", "uid-p", state, True), "plan-2", "sha256:2"
+    )
+    assert ack is not None and (ack.holder, ack.epoch) == ("controller-1", 7)
+    entry = ack.as_status()
+    assert entry["term"] == {"holder": "controller-1", "epoch": 7}
+    assert PodReceipt.from_status(entry) == ack
+    older = {k: v for k, v in entry.items() if k != "term"}
+    parsed = PodReceipt.from_status(older)
+    assert parsed is not None and (parsed.holder, parsed.epoch) == ("", None)
+    assert "term" not in parsed.as_status()
+    for bad in ({"holder": "", "epoch": 1}, {"holder": "x", "epoch": "1"}, "x", {"epoch": 2}):
+        assert PodReceipt.from_status({**older, "term": bad}).epoch is None  # type: ignore[union-attr]
+
+
 def test_a_scheduled_reload_is_not_an_acknowledgement() -> None:
     pending = configured(
         "p",

@@ -428,10 +428,6 @@ def _marks(page: Any, url: str, kind: str, depth: int = 3) -> list[dict]:
     return out
 
 
-@pytest.mark.skip(
-    reason="flaky: in 2 of 3 CI rehearsals a pod's first mark was runtime, not the reload "
-    "(a receipt superseded before publication?); under investigation, issue 20"
-)
 def test_the_timeline_shows_this_runs_deployments_and_leader_change(make_run: MakeRun) -> None:
     """Issue 20's "the timeline shows a real `make run` run with a leader change and
     deployments": deployments under the first term, the leader replica stopped (SIGSTOP, as a
@@ -529,7 +525,11 @@ def test_the_timeline_shows_this_runs_deployments_and_leader_change(make_run: Ma
                 page, window, ips, (first, first_epoch), (second, second_epoch)
             )
             page.screenshot(path=str(SITE_ARTIFACTS / "20-make-run-timeline.png"), full_page=True)
-            _check_deployments(page, window, began + timedelta(seconds=2), handover, new_plan)
+            receipts = _receipts(web, headers)
+            (ARTIFACTS / "receipts.json").write_text(json.dumps(receipts, indent=1))
+            _check_deployments(
+                page, window, began + timedelta(seconds=2), handover, new_plan, receipts
+            )
             # Issue 20's first defect, on make run's embedded SQLite: through all of this the
             # mirror, the workers and the site never locked each other out.
             page.goto(f"{web}/")
@@ -604,8 +604,29 @@ def _check_timeline(
     return new_start
 
 
+def _receipts(web: str, headers: dict[str, str]) -> list[dict]:
+    """Every mirrored receipt, oldest first: what the timeline's pod lanes are drawn from
+    (written to the artifacts and shown when a lane is wrong)."""
+    url, out = f"{web}/api/v1/receipts/?limit=1000&ordering=first_seen_at", []
+    while url:
+        page = httpx.get(url, headers=headers, timeout=10).json()
+        out += page["results"]
+        url = page["next"]
+    return out
+
+
+def _lane_of(receipts: list[dict], pod: str) -> list[tuple]:
+    keys = ("deployed_at", "mode", "last_error", "applied_plan_id", "first_seen_at")
+    return [tuple(r[k] for k in keys) for r in receipts if r["pod_name"] == pod]
+
+
 def _check_deployments(
-    page: Any, window: str, since: datetime, handover: datetime, new_plan: str
+    page: Any,
+    window: str,
+    since: datetime,
+    handover: datetime,
+    new_plan: str,
+    receipts: list[dict],
 ) -> None:
     """Each pod's lane since the test's first change: the reload, then the runtime change,
     both before the hand-over; the second term's plan after it, last; drawn left to right
@@ -623,7 +644,11 @@ def _check_deployments(
     for pod, deployments in pods.items():
         deployments.sort(key=_at)
         before = [d["kind"] for d in deployments if _at(d) < handover]
-        assert before[:1] == ["reload"] and "runtime" in before[1:], (pod, deployments)
+        assert before[:1] == ["reload"] and "runtime" in before[1:], (
+            pod,
+            deployments,
+            _lane_of(receipts, pod),
+        )
         after = [d for d in deployments if _at(d) >= handover]
         assert after, (pod, deployments)
         assert f"plan {new_plan[:16]}" in after[-1]["title"], (pod, after[-1])

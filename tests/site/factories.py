@@ -164,8 +164,18 @@ def published(
     }
 
 
-def receipt(pod: str, plan: str, checksum: str, at: str, mode: str = "reload") -> dict[str, Any]:
-    return {
+def receipt(
+    pod: str,
+    plan: str,
+    checksum: str,
+    at: str,
+    mode: str = "reload",
+    term: tuple[str, int] | None = None,
+) -> dict[str, Any]:
+    """A status.deployedToPods entry; `term` (holder, epoch) the applying term, omitted as
+    a receipt published before receipts carried it."""
+    extra = {"term": {"holder": term[0], "epoch": term[1]}} if term else {}
+    return extra | {
         "podName": pod,
         "podUID": "pod-uid-" + pod,
         "runtimeID": "rt-" + pod,

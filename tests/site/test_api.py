@@ -125,6 +125,87 @@ def test_receipt_filters_and_fleet(viewer_api: APIClient, history: dict) -> None
     ]
 
 
+def test_the_fleet_api_shows_what_a_pod_still_serves_after_a_failed_apply(
+    viewer_api: APIClient, history: dict
+) -> None:
+    """The leader's entry after a failed apply names only the output it tried and the
+    error; the pod keeps serving what it acknowledged last. /api/v1/fleet/ says so, as the
+    fleet and pod pages do (one function, checkpoints.queries.current_state).
+
+    Bug (checkpoints/api/views.py, FleetViewSet): the API served the failed entry itself,
+    so the pod had no plan, no mode, and a checksum it never ran."""
+    old = history["old"]["spec"]
+    store.apply_haproxycfg(
+        f.published(
+            [
+                f.receipt(
+                    "haproxy-0", history["plan"], history["checksum"], "2026-11-30T08:06:00Z"
+                ),
+                {
+                    "podName": "haproxy-1",
+                    "podUID": "pod-uid-haproxy-1",
+                    "checksum": history["checksum"],
+                    "lastError": "reload refused: bind :8080 in use",
+                    "consecutiveErrors": 1,
+                    "deployedAt": "2026-11-30T08:07:00Z",
+                },
+            ],
+            retained=[history["new"]],
+            rv="3",
+        )
+    )
+    pods = {p["pod_name"]: p for p in viewer_api.get("/api/v1/fleet/").json()["results"]}
+    failed = pods["haproxy-1"]
+    assert (failed["applied_plan_id"], failed["checksum"], failed["mode"]) == (
+        old["planID"],
+        old["checksum"],
+        "reload",
+    )
+    assert failed["acknowledged_at"] == "2026-11-30T08:01:00Z"
+    assert failed["last_attempt_checksum"] == history["checksum"]
+    assert failed["deployed_at"] == "2026-11-30T08:07:00Z"
+    assert failed["consecutive_errors"] == 1 and "bind :8080" in failed["last_error"]
+    assert failed["matches_intent"] is False
+    assert pods["haproxy-0"]["matches_intent"] is True
+    assert pods["haproxy-0"]["last_attempt_checksum"] == pods["haproxy-0"]["checksum"]
+
+
+def test_receipts_name_the_term_that_applied_them(viewer_api: APIClient, history: dict) -> None:
+    """A receipt names the holder and epoch whose token applied it; one published before
+    receipts carried a term still loads, with none. The receipts API filters by term."""
+    store.apply_haproxycfg(
+        f.published(
+            [
+                f.receipt(
+                    "haproxy-0",
+                    history["plan"],
+                    history["checksum"],
+                    "2026-11-30T08:09:00Z",
+                    term=("controller-b", 4),
+                ),
+                f.receipt(
+                    "haproxy-1", history["plan"], history["checksum"], "2026-11-30T08:09:00Z"
+                ),
+            ],
+            rv="4",
+        )
+    )
+    by_term = viewer_api.get("/api/v1/receipts/?term_epoch=4").json()["results"]
+    assert [(r["pod_name"], r["term_holder"], r["term_epoch"]) for r in by_term] == [
+        ("haproxy-0", "controller-b", 4)
+    ]
+    assert viewer_api.get("/api/v1/receipts/?term_holder=controller-b").json()["count"] == 1
+    assert viewer_api.get("/api/v1/receipts/?term_epoch=3").json()["count"] == 0
+    older = viewer_api.get("/api/v1/receipts/?pod=haproxy-1&ordering=-deployed_at").json()
+    assert (older["results"][0]["term_holder"], older["results"][0]["term_epoch"]) == ("", None)
+    fleet = {p["pod_name"]: p for p in viewer_api.get("/api/v1/fleet/").json()["results"]}
+    assert (fleet["haproxy-0"]["term_holder"], fleet["haproxy-0"]["term_epoch"]) == (
+        "controller-b",
+        4,
+    )
+    assert fleet["haproxy-1"]["term_epoch"] is None
+
+
 def test_intents_terms_events_hub(viewer_api: APIClient, history: dict) -> None:
     intents = viewer_api.get("/api/v1/intents/").json()["results"]
     assert [(i["plan_id"], i["epoch"], i["holder"]) for i in intents] == [

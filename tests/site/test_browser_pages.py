@@ -16,7 +16,7 @@ from playwright.sync_api import Page, expect
 
 from checkpoints import store
 from checkpoints.mirror import Mirror
-from checkpoints.models import AuditLog, Checkpoint, MirrorState
+from checkpoints.models import AuditLog, Checkpoint, MirrorState, PodReceipt
 from controller.render.warnings import warnings_summary
 from localcluster.testing import ApiServer
 from tests.site import factories as f
@@ -242,3 +242,43 @@ def test_a_failed_apply_leaves_the_fleet_showing_what_the_pod_still_runs(
     expect(now).to_contain_text(old["planID"])
     expect(now).to_contain_text(old["checksum"])
     expect(now).to_contain_text("reload refused")
+
+
+def test_pod_and_record_pages_say_which_term_applied_each_receipt(
+    page: Page, live_server: Any, history: dict
+) -> None:
+    """Who deployed what: a receipt names the holder and epoch whose token applied it; one
+    published before receipts carried a term says "unknown"."""
+    store.apply_haproxycfg(
+        f.published(
+            [
+                f.receipt(
+                    "haproxy-0",
+                    history["plan"],
+                    history["checksum"],
+                    "2026-11-30T08:09:00Z",
+                    term=("controller-b", 4),
+                ),
+                f.receipt(
+                    "haproxy-1", history["plan"], history["checksum"], "2026-11-30T08:09:00Z"
+                ),
+            ],
+            rv="4",
+        )
+    )
+    page.goto(f"{live_server.url}/pods/haproxy-0/")
+    expect(page.locator("#pod-applied-by")).to_have_text("controller-b at epoch 4")
+    rows = page.locator("#pod-receipts tr")
+    expect(rows.nth(1).locator("td.applied-by")).to_have_text("controller-b at epoch 4")
+    expect(rows.nth(2).locator("td.applied-by")).to_have_text("unknown")  # the older one
+    page.screenshot(path=str(ARTIFACTS / "20-pod-applied-by.png"), full_page=True)
+    page.goto(f"{live_server.url}/pods/haproxy-1/")
+    expect(page.locator("#pod-applied-by")).to_have_text("unknown")
+    page.goto(f"{live_server.url}/")
+    row = page.locator("table.fleet tr", has_text="haproxy-0")
+    expect(row.locator("td.applied-by")).to_have_text("controller-b at epoch 4")
+    newest = PodReceipt.objects.get(pod_name="haproxy-0", term_epoch=4)
+    page.goto(f"{live_server.url}/records/receipt/{newest.pk}/")
+    record = page.locator("#record")
+    expect(record.locator("tr", has_text="applied by")).to_contain_text("controller-b at epoch 4")
+    expect(record.locator("tr", has_text="term epoch")).to_contain_text("4")

@@ -73,6 +73,29 @@ def test_receipt_rows_fingerprint_changes_with_any_field() -> None:
     )
 
 
+def test_a_receipts_term_is_mapped_and_an_old_receipt_keeps_its_fingerprint() -> None:
+    """Rows of receipts with a term carry it; a receipt without one (published before
+    receipts carried it) maps to the row, and the fingerprint, it always had, so relisting
+    an old status after the upgrade adds no duplicate row."""
+    old = f.receipt("p0", "plan", "sum", "2026-11-30T08:00:00Z")
+    (row,) = mapping.receipt_rows(f.published([old]))
+    assert "term_holder" not in row and "term_epoch" not in row
+    before = {k: v for k, v in row.items() if k != "fingerprint"}
+    assert row["fingerprint"] == mapping.fingerprint(before)
+    new = f.receipt("p0", "plan", "sum", "2026-11-30T08:00:00Z", term=("controller-1", 7))
+    (with_term,) = mapping.receipt_rows(f.published([new]))
+    assert (with_term["term_holder"], with_term["term_epoch"]) == ("controller-1", 7)
+    assert with_term["fingerprint"] != row["fingerprint"]
+    cp = f.checkpoint("global\n")
+    cp["spec"]["retainedPlan"]["workerReceipt"]["term"] = {"holder": "controller-1", "epoch": 7}
+    checkpoint = mapping.checkpoint_row(cp)
+    assert (checkpoint["receipt_term_holder"], checkpoint["receipt_term_epoch"]) == (
+        "controller-1",
+        7,
+    )
+    assert mapping.checkpoint_row(f.checkpoint("global\n"))["receipt_term_epoch"] is None
+
+
 def test_intent_and_claim_from_the_retained_state_lease() -> None:
     lease = f.retained_lease("plan-9", "sha256:9", 7, holder="c-1")
     assert mapping.is_retained_state_lease(lease)
