@@ -86,11 +86,8 @@ class Sink(Protocol):
 
 
 class Reflector:
-    """Keeps `sink` in step with one collection (`path`, plus `query` such as selectors).
-
-    `resume_from` starts by watching from a resourceVersion stored by an earlier run instead
-    of listing; a 410 on it leads to a list as usual.
-    """
+    """Keeps `sink` in step with one collection (`path`, plus `query` such as selectors),
+    on its own thread (start) or the caller's (run). The thread is called `name`."""
 
     def __init__(
         self,
@@ -101,7 +98,6 @@ class Reflector:
         query: Iterable[tuple[str, str]] = (),
         config: ReflectorConfig | None = None,
         name: str = "",
-        resume_from: str | None = None,
     ) -> None:
         self.api_client = api_client
         self.path = path
@@ -115,7 +111,7 @@ class Reflector:
         self._lock = threading.Lock()
         self._response: Any = None  # the open watch stream, so stop()/cut_watch() can break it
         self._cut = False
-        self._resume_rv: str | None = resume_from or None
+        self._resume_rv: str | None = None
         self.last_error: str | None = None
         self.stats = {"lists": 0, "watches": 0, "gone": 0, "errors": 0}
 
@@ -124,7 +120,6 @@ class Reflector:
     def start(self) -> Reflector:
         if self._thread is not None:
             raise RuntimeError("reflector already started")
-        # The thread is called `name`: the tests' leak checks look for their prefixes.
         self._thread = threading.Thread(target=self.run, name=self.name, daemon=True)
         self._thread.start()
         return self
@@ -155,6 +150,12 @@ class Reflector:
     def resume_resource_version(self) -> str | None:
         """Where the next watch resumes; None means the next round lists."""
         return self._resume_rv
+
+    def resume_at(self, resource_version: str | None) -> None:
+        """Watch from `resource_version` next instead of listing (None: list next), e.g. a
+        version an earlier run stored; a 410 on it leads to a list as usual."""
+        with self._lock:
+            self._resume_rv = resource_version or None
 
     def cut_watch(self, resume_from: str | None = None) -> bool:
         """Break the open watch connection, as a network failure would; the loop resumes from
