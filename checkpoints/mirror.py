@@ -1,20 +1,20 @@
 """The mirror: list + watch Kubernetes and write what it sees into PostgreSQL.
 
-One thread per watched kind. Each resumes its watch from the resourceVersion the last run
-stored, or lists (recording every object and marking as collected what disappeared while
-the mirror was away) when there is none or the API server answers 410 Gone, then watches,
-resuming from the last resourceVersion it saw after a dropped connection. Position and lag
-are stored in MirrorState. Not polling: between events it only waits.
+One thread per watched kind, each a kubewatch Reflector with a KindWatcher as its sink
+(docs/watch.md). Each resumes its watch from the resourceVersion the last run stored, or
+lists (recording every object and marking as collected what disappeared while the mirror
+was away) when there is none or the API server answers 410 Gone, then watches, resuming
+from the last resourceVersion it saw after a dropped connection. Position and lag are
+stored in MirrorState. Not polling: between events it only waits.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -28,14 +28,11 @@ from kubernetes import config as k8s_config
 from checkpoints import store
 from checkpoints.models import MirrorState
 from contract import API_VERSION
+from kubewatch import Gone, Reflector, ReflectorConfig
 
 log = logging.getLogger(__name__)
 
 CRD_BASE = f"/apis/{API_VERSION}/namespaces/{{ns}}/"
-
-
-class Gone(Exception):
-    """The API server no longer has the resourceVersion we asked for (410): relist."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +106,8 @@ def load_api_client(kubeconfig: str | None = None) -> k8s.ApiClient:
 
 
 class KindWatcher:
-    """List + watch of one kind in one namespace, writing through `store`."""
+    """The sink of one kind's Reflector in one namespace: writes through `store` and keeps
+    position, lag and the last error in MirrorState (docs/watch.md)."""
 
     def __init__(
         self,
@@ -119,78 +117,21 @@ class KindWatcher:
         stop: threading.Event,
         watch_timeout: int = 60,
     ) -> None:
-        self.api = api
         self.kind = kind
         self.namespace = namespace
         self.stop = stop
-        self.watch_timeout = watch_timeout
-        self.path = kind.path.format(ns=namespace)
         self.state_key = f"{namespace}/{kind.key}"
-        self._response: Any = None
-
-    # -- HTTP ------------------------------------------------------------------------------
-
-    def _get(self, query: list[tuple[str, str]], read_timeout: float) -> Any:
-        method, url, headers, _body, _post = self.api.param_serialize(
-            "GET",
-            self.path,
-            query_params=query,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
+        self.reflector = Reflector(
+            api,
+            kind.path.format(ns=namespace),
+            self,
+            config=ReflectorConfig(watch_timeout_seconds=watch_timeout, backoff_max=10.0),
+            name=f"mirror-{self.state_key}",
         )
-        response = self.api.call_api(
-            method, url, header_params=headers, _request_timeout=(5, read_timeout)
-        )
-        if response.status == 410:
-            response.response.release_conn()
-            raise Gone()
-        if response.status >= 400:
-            body = response.read()
-            raise RuntimeError(f"GET {self.path}: {response.status} {body[:300]!r}")
-        return response
-
-    def list(self) -> tuple[list[dict[str, Any]], str]:
-        response = self._get([], read_timeout=30)
-        payload = json.loads(response.read())
-        return payload.get("items") or [], str(
-            (payload.get("metadata") or {}).get("resourceVersion", "")
-        )
-
-    def events(self, resource_version: str) -> Iterator[dict[str, Any]]:
-        query = [
-            ("watch", "true"),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(self.watch_timeout)),
-        ]
-        if resource_version:
-            query.append(("resourceVersion", resource_version))
-        response = self._get(query, read_timeout=self.watch_timeout + 10)
-        self._response = response.response
-        buffer = b""
-        try:
-            self._recovered()
-            for chunk in response.response.stream(65536, decode_content=True):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        yield json.loads(line)
-                if self.stop.is_set():
-                    return
-            if buffer.strip():
-                yield json.loads(buffer)
-        finally:
-            self._response = None
-            response.response.release_conn()
 
     def interrupt(self) -> None:
         """Unblock a watch waiting for the next event (used on shutdown)."""
-        response = self._response
-        if response is not None:
-            try:
-                response.shutdown()
-            except Exception:  # best effort on shutdown
-                log.debug("closing watch of %s failed", self.state_key, exc_info=True)
+        self.reflector.signal_stop()
 
     # -- state -----------------------------------------------------------------------------
 
@@ -198,21 +139,29 @@ class KindWatcher:
         state, _ = MirrorState.objects.get_or_create(kind=self.state_key)
         return state
 
-    def _recovered(self) -> None:
+    def on_connected(self) -> None:
         """The API server answers again: an error recorded before is no longer current."""
         MirrorState.objects.filter(kind=self.state_key).exclude(last_error="").update(
             last_error="", last_error_at=None
         )
 
-    def _record_error(self, exc: Exception) -> None:
-        MirrorState.objects.filter(kind=self.state_key).update(
-            last_error=str(exc)[:2000], last_error_at=timezone.now()
-        )
+    def on_error(self, exc: Exception) -> None:
+        if isinstance(exc, Gone):
+            return  # not a fault: the reflector relists
+        # The database itself may be what is down: a broken connection is reopened on the
+        # next try (and the reflector survives this raising).
+        try:
+            MirrorState.objects.filter(kind=self.state_key).update(
+                last_error=str(exc)[:2000], last_error_at=timezone.now()
+            )
+        finally:
+            with contextlib.suppress(Exception):
+                connection.close()
+            close_old_connections()
 
-    def relist(self) -> str:
+    def on_list(self, items: list[dict[str, Any]], resource_version: str) -> None:
         state = self._state()
         previous_sync = state.last_synced_at
-        items, rv = self.list()
         for item in items:
             self.kind.apply(item)
         collected = self.kind.relist(self.namespace, items)
@@ -221,7 +170,7 @@ class KindWatcher:
         # After a gap, lag is how far behind the record was when we caught up.
         lag = (now - previous_sync).total_seconds() if previous_sync else 0.0
         MirrorState.objects.filter(pk=state.pk).update(
-            resource_version=rv,
+            resource_version=resource_version,
             last_synced_at=now,
             last_relist_at=now,
             lag_seconds=lag,
@@ -233,39 +182,36 @@ class KindWatcher:
             "mirror %s listed %d objects at rv %s (%d collected)",
             self.state_key,
             len(items),
-            rv,
+            resource_version,
             collected,
         )
-        return rv
 
-    def handle(self, event: dict[str, Any], received: float) -> str | None:
-        """Apply one watch event; returns the resourceVersion to resume from."""
-        kind = event.get("type")
-        obj = event.get("object") or {}
-        if kind == "ERROR":
-            if obj.get("code") == 410:
-                raise Gone()
-            raise RuntimeError(f"watch error on {self.state_key}: {obj}")
-        rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-        if kind in ("ADDED", "MODIFIED"):
-            self.kind.apply(obj)
-        elif kind == "DELETED":
+    def on_event(self, event_type: str, obj: dict[str, Any]) -> None:
+        received = time.monotonic()
+        if event_type == "DELETED":
             self.kind.delete(obj)
-        now = timezone.now()
+        else:
+            self.kind.apply(obj)
+        state = self._state()
+        self._advance(
+            str((obj.get("metadata") or {}).get("resourceVersion", "")),
+            last_event_at=timezone.now(),
+            lag_seconds=max(0.0, time.monotonic() - received),
+            events_total=state.events_total + 1,
+        )
+
+    def on_bookmark(self, resource_version: str) -> None:
+        self._advance(resource_version)
+
+    def _advance(self, resource_version: str, **fields: Any) -> None:
         # A write that succeeds ends an error of the database itself (e.g. it was locked).
-        fields: dict[str, Any] = {
-            "resource_version": rv,
-            "last_synced_at": now,
-            "last_error": "",
-            "last_error_at": None,
-        }
-        if kind != "BOOKMARK":
-            fields["last_event_at"] = now
-            fields["lag_seconds"] = max(0.0, time.monotonic() - received)
-            state = self._state()
-            fields["events_total"] = state.events_total + 1
-        MirrorState.objects.filter(kind=self.state_key).update(**fields)
-        return rv or None
+        MirrorState.objects.filter(kind=self.state_key).update(
+            resource_version=resource_version,
+            last_synced_at=timezone.now(),
+            last_error="",
+            last_error_at=None,
+            **fields,
+        )
 
     def resume_point(self) -> str:
         """The resourceVersion a previous run stopped at ("" when there is none).
@@ -283,35 +229,12 @@ class KindWatcher:
 
     def run(self) -> None:
         """Run until `stop` is set: resume or list, then watch, relisting on 410."""
-        backoff = 0.5
         try:
-            rv = self.resume_point()
-            while not self.stop.is_set():
-                try:
-                    if not rv:
-                        rv = self.relist()
-                    for event in self.events(rv):
-                        received = time.monotonic()
-                        rv = self.handle(event, received) or rv
-                        if self.stop.is_set():
-                            break
-                    backoff = 0.5
-                except Gone:
-                    log.info("mirror %s: resourceVersion %s expired; relisting", self.state_key, rv)
-                    rv = ""
-                except Exception as exc:  # keep mirroring through faults
-                    if self.stop.is_set():
-                        break
-                    log.warning("mirror %s: %s; retrying in %.1fs", self.state_key, exc, backoff)
-                    # The database itself may be what is down: recording the error must not
-                    # end the watcher, and a broken connection is reopened on the next try.
-                    with contextlib.suppress(Exception):
-                        self._record_error(exc)
-                    with contextlib.suppress(Exception):
-                        connection.close()
-                    close_old_connections()
-                    self.stop.wait(backoff)
-                    backoff = min(backoff * 2, 10.0)
+            if self.stop.is_set():
+                return
+            self.reflector.resume_at(self.resume_point())
+            if not self.stop.is_set():  # stop() may have come while we read the state
+                self.reflector.run()
         finally:
             connection.close()
 

@@ -17,9 +17,10 @@ from controller.election.elector import LeaderElector
 from controller.election.lease_store import record_from_object
 from controller.election.record import InvalidEpoch
 from controller.kubeclient import bounded_copy
-from controller.watch.informer import Informer, InformerConfig
+from controller.watch.informer import Informer
 from controller.watch.resources import ResourceRef
 from controller.watch.store import DELETED
+from kubewatch import ReflectorConfig
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ class LeaseWatch:
         self,
         api_client: client.ApiClient,
         elector: LeaderElector,
-        config: InformerConfig | None = None,
+        config: ReflectorConfig | None = None,
     ) -> None:
         self.elector = elector
         store = elector.store

@@ -6,10 +6,8 @@ plain JSON objects by path rather than on generated models. Every call carries a
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,64 +104,8 @@ class Kube:
         }
         return self.request("DELETE", path, body=body)
 
-    def watch(
-        self,
-        path: str,
-        resource_version: str,
-        label_selector: str | None,
-        server_timeout: int,
-        read_timeout: float,
-    ) -> WatchStream:
-        query = {
-            "watch": "true",
-            "resourceVersion": resource_version,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(server_timeout),
-            "labelSelector": label_selector,
-        }
-        response = self._send("GET", path, query=query, timeout=(self.timeout, read_timeout))
-        if not 200 <= response.status <= 299:
-            raise _api_error(response.status, response.reason, response.read())
-        return WatchStream(response.response)
-
 
 def _api_error(status: int, reason: str, data: bytes | None) -> ApiException:
     exc = ApiException(status=status, reason=reason)
     exc.body = data.decode(errors="replace") if data else None
     return exc
-
-
-class WatchStream:
-    """Newline-delimited watch events; `close()` from another thread ends a blocked read."""
-
-    def __init__(self, response: Any) -> None:
-        self._response = response
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        buffer = b""
-        try:
-            for chunk in self._response.stream(4096, decode_content=True):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        yield json.loads(line)
-        except Exception:
-            if not self._closed:
-                raise
-            # Closed on purpose from another thread: the interrupted read is the expected end.
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        # Already closed or never connected: nothing to interrupt.
-        with contextlib.suppress(Exception):
-            self._response.shutdown()
-        with contextlib.suppress(Exception):
-            self._response.release_conn()

@@ -1,6 +1,7 @@
 """The Standby's mirror of the Active's configuration and checkpoints (seed 004).
 
-One watcher thread per kind keeps a cache of the Active's objects; a sync thread copies what
+One kubewatch Reflector per kind keeps a cache of the Active's objects (its sink is
+`_KindCache`, docs/watch.md); a sync thread copies what
 `mirror_rules.wanted` selects into the Standby's cluster whenever a watch event arrives, and
 prunes on a period once every cache has synced. `stop()` cancels and then waits for every
 thread to finish: promotion opens the write fence only after that returns True.
@@ -28,12 +29,12 @@ from controller.hub.kube import (
     TEMPLATE,
     Kind,
     Kube,
-    WatchStream,
 )
 from controller.retained.intent import (
     parse_intent,
 )
 from controller.retained.store import retained_lease_name
+from kubewatch import Reflector, ReflectorConfig
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class Mirror:
         self._dirty = threading.Event()
         self._stop = threading.Event()
         self._threads: dict[str, threading.Thread] = {}
-        self._streams: set[WatchStream] = set()
+        self._reflectors: dict[str, Reflector] = {}
         self.passes = 0  # completed sync passes (observability and tests)
         self.last_error: str | None = None
 
@@ -100,13 +101,19 @@ class Mirror:
             with self._lock:
                 self._cache = {k: {} for k in rules.KINDS}
                 self._synced = set()
-        targets = {f"mirror-{k}": (self._watch_kind, (k,)) for k in rules.KINDS}
-        targets["mirror-sync"] = (self._sync_loop, ())
-        for name, (target, args) in targets.items():
-            if name not in alive:
-                thread = threading.Thread(target=target, args=args, name=name, daemon=True)
-                self._threads[name] = thread
-                thread.start()
+        # A stopped reflector does not resume: a kind whose reflector was told to stop gets a
+        # fresh one even while the old thread winds down (it delivers nothing more).
+        targets = {
+            f"mirror-{k}": self._reflector(k).run
+            for k in rules.KINDS
+            if f"mirror-{k}" not in alive or self._reflectors[k].stopping
+        }
+        if "mirror-sync" not in alive:
+            targets["mirror-sync"] = self._sync_loop
+        for name, target in targets.items():
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            self._threads[name] = thread
+            thread.start()
         self._dirty.set()
 
     @property
@@ -118,9 +125,9 @@ class Mirror:
         self._stop.set()
         self._dirty.set()
         with self._lock:
-            streams = list(self._streams)
-        for stream in streams:
-            stream.close()
+            reflectors = list(self._reflectors.values())
+        for reflector in reflectors:
+            reflector.signal_stop()
         deadline = threading.Event()
         timer = threading.Timer(timeout, deadline.set)
         timer.start()
@@ -139,59 +146,30 @@ class Mirror:
 
     # -- remote caches -------------------------------------------------------------------
 
-    def _watch_kind(self, kind: str) -> None:
-        api = KIND_API[kind]
-        path = api.collection(self.remote_namespace)
+    def _reflector(self, kind: str) -> Reflector:
+        """A fresh reflector of one kind (a stopped one does not start again)."""
         selector = REMOTE_SELECTORS.get(kind)
-        while not self._stop.is_set():
-            try:
-                listing = self.remote.list(path, selector)
-                with self._lock:
-                    self._cache[kind] = {
-                        rules.meta(o)["name"]: o for o in listing.get("items") or []
-                    }
-                    self._synced.add(kind)
-                self._dirty.set()
-                rv = (listing.get("metadata") or {}).get("resourceVersion", "")
-                self._follow(kind, path, selector, rv)
-            except Exception as exc:
-                if self._stop.is_set():
-                    return
-                log.debug("mirror: watch of %s failed: %s", kind, exc)
-                self._stop.wait(self.retry_delay)
-
-    def _follow(self, kind: str, path: str, selector: str | None, rv: str) -> None:
-        """Apply watch events to the cache until the stream ends; resume from the last rv."""
-        while not self._stop.is_set():
-            # The server ends an idle watch before our read timeout fires, so a quiet stream
-            # resumes from its resourceVersion instead of relisting.
-            server_timeout = max(1, int(self.watch_read_timeout))
-            read_timeout = server_timeout + self.remote.timeout
-            stream = self.remote.watch(path, rv, selector, server_timeout, read_timeout)
-            with self._lock:
-                self._streams.add(stream)
-            if self._stop.is_set():
-                stream.close()
-            try:
-                for event in stream:
-                    kind_of_event = event.get("type")
-                    obj = event.get("object") or {}
-                    if kind_of_event == "ERROR":
-                        raise ApiException(status=(obj.get("code") or 500), reason="watch error")
-                    rv = rules.meta(obj).get("resourceVersion", rv)
-                    if kind_of_event == "BOOKMARK":
-                        continue
-                    name = rules.meta(obj).get("name")
-                    with self._lock:
-                        if kind_of_event == "DELETED":
-                            self._cache[kind].pop(name, None)
-                        else:
-                            self._cache[kind][name] = obj
-                    self._dirty.set()
-            finally:
-                with self._lock:
-                    self._streams.discard(stream)
-                stream.close()
+        # The server ends an idle watch before our read timeout fires, so a quiet stream
+        # resumes from its resourceVersion instead of relisting.
+        config = ReflectorConfig(
+            connect_timeout=self.remote.timeout,
+            list_read_timeout=self.remote.timeout,
+            watch_timeout_seconds=max(1, int(self.watch_read_timeout)),
+            watch_read_grace=self.remote.timeout,
+            backoff_initial=self.retry_delay,
+            backoff_max=self.retry_delay,
+        )
+        reflector = Reflector(
+            self.remote.api_client,
+            KIND_API[kind].collection(self.remote_namespace),
+            _KindCache(self, kind),
+            query=[("labelSelector", selector)] if selector else (),
+            config=config,
+            name=f"mirror-{kind}",
+        )
+        with self._lock:
+            self._reflectors[kind] = reflector
+        return reflector
 
     # -- writes into the Standby's cluster -----------------------------------------------
 
@@ -362,3 +340,37 @@ class Mirror:
             body = {**written, "status": status}
             written = self.local.replace(api.item(self.local_namespace, name) + "/status", body)
         return written
+
+
+class _KindCache:
+    """The sink of one kind's reflector: the Mirror's cache of that kind on the Active."""
+
+    def __init__(self, mirror: Mirror, kind: str) -> None:
+        self.mirror = mirror
+        self.kind = kind
+
+    def on_list(self, items: list[dict[str, Any]], resource_version: str) -> None:
+        m = self.mirror
+        with m._lock:
+            m._cache[self.kind] = {rules.meta(o)["name"]: o for o in items}
+            m._synced.add(self.kind)
+        m._dirty.set()
+
+    def on_event(self, event_type: str, obj: dict[str, Any]) -> None:
+        m = self.mirror
+        name = rules.meta(obj).get("name")
+        with m._lock:
+            if event_type == "DELETED":
+                m._cache[self.kind].pop(name, None)
+            else:
+                m._cache[self.kind][name] = obj
+        m._dirty.set()
+
+    def on_bookmark(self, resource_version: str) -> None:
+        """Nothing changed: the reflector keeps the position."""
+
+    def on_connected(self) -> None:
+        """The sync pass, not the watch, owns Mirror.last_error."""
+
+    def on_error(self, exc: Exception) -> None:
+        log.debug("mirror: watch of %s failed: %s", self.kind, exc)

@@ -20,9 +20,10 @@ from controller.watch.caches import (
     desired_resources,
 )
 from controller.watch.discovery import DiscoveredPod, discovered_set
-from controller.watch.informer import SYNCED, ApiStatusError, Informer, InformerConfig
+from controller.watch.informer import SYNCED, Informer
 from controller.watch.resources import ResourceRef
 from controller.watch.store import ADDED, DELETED, MODIFIED, Change, Store
+from kubewatch import ApiStatusError, ReflectorConfig
 
 __all__ = [
     "ADDED",
@@ -38,7 +39,7 @@ __all__ = [
     "ChangeEvent",
     "DiscoveredPod",
     "Informer",
-    "InformerConfig",
+    "ReflectorConfig",
     "ResourceRef",
     "Snapshot",
     "Store",

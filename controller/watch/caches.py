@@ -26,7 +26,7 @@ from kubernetes.client import ApiClient
 from controller.kubeclient import bounded_copy
 from controller.watch import selectors
 from controller.watch.discovery import DiscoveredPod, discovered_set
-from controller.watch.informer import SYNCED, Informer, InformerConfig
+from controller.watch.informer import SYNCED, Informer
 from controller.watch.resources import (
     ENDPOINTSLICES,
     INGRESSCLASSES,
@@ -45,6 +45,7 @@ from controller.watch.store import (
     index_by_namespace,
     index_by_readiness_gate,
 )
+from kubewatch import ReflectorConfig
 
 log = logging.getLogger(__name__)
 
@@ -182,13 +183,13 @@ class WatchCaches:
         template_name: str = "haptic",
         *,
         watch_namespace: str | None = None,
-        config: InformerConfig | None = None,
+        config: ReflectorConfig | None = None,
         workload_client: ApiClient | None = None,
     ) -> None:
         self.namespace = namespace
         self.template_name = template_name
         self.watch_namespace = watch_namespace
-        self.config = config or InformerConfig()
+        self.config = config or ReflectorConfig()
         # The template config is read from the control plane's cluster; everything it makes
         # us watch (Ingresses, Services, HAProxy pods...) from the workload cluster.
         self._client = bounded_copy(api_client)

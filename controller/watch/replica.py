@@ -19,7 +19,7 @@ from controller.health import RESOURCE_WATCHER, ComponentHealth, HealthServer
 from controller.reconciler import DebounceConfig, Reconciler, Trigger
 from controller.watch.caches import WatchCaches
 from controller.watch.discovery import DiscoveredPod
-from controller.watch.informer import InformerConfig
+from kubewatch import ReflectorConfig
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class ReplicaWatch:
         template_name: str = "haptic",
         *,
         watch_namespace: str | None = None,
-        informer_config: InformerConfig | None = None,
+        informer_config: ReflectorConfig | None = None,
         debounce: DebounceConfig | None = None,
         health: ComponentHealth | None = None,
         health_address: tuple[str, int] | None = ("0.0.0.0", 8081),

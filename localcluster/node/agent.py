@@ -71,16 +71,8 @@ class NodeAgent:
         if self.real_cluster:
             self._start_kubelet_only(api)
             return
-        core = client.CoreV1Api(api)
-        apps = client.AppsV1Api(api)
-        discovery = client.DiscoveryV1Api(api)
         self.kubelet = Kubelet(api, self.node_name, self.state_dir, self._stop_deadline)
         report(api, self.node_name, LOCAL_NODE_ADDRESS, ready=True, now=now_rfc3339())
-
-        def list_slices(**kw: object) -> object:
-            return discovery.list_endpoint_slice_for_all_namespaces(
-                label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}", **kw
-            )
 
         handlers: dict[str, list[Handler]] = {
             "pods": [], "services": [], "slices": [], "deps": [], "replicasets": [],
@@ -93,17 +85,25 @@ class NodeAgent:
 
             return handle
 
-        self.pods = Informer("pods", core.list_pod_for_all_namespaces, fan_out("pods"), self._stop)
+        self.pods = Informer("pods", api, "/api/v1/pods", fan_out("pods"), self._stop)
         self.services = Informer(
-            "services", core.list_service_for_all_namespaces, fan_out("services"), self._stop
+            "services", api, "/api/v1/services", fan_out("services"), self._stop
         )
-        self.slices = Informer("endpointslices", list_slices, fan_out("slices"), self._stop)
+        self.slices = Informer(
+            "endpointslices",
+            api,
+            "/apis/discovery.k8s.io/v1/endpointslices",
+            fan_out("slices"),
+            self._stop,
+            query=[("labelSelector", f"{MANAGED_BY_LABEL}={MANAGED_BY}")],
+        )
         self.deployments = Informer(
-            "deployments", apps.list_deployment_for_all_namespaces, fan_out("deps"), self._stop
+            "deployments", api, "/apis/apps/v1/deployments", fan_out("deps"), self._stop
         )
         self.replica_sets = Informer(
             "replicasets",
-            apps.list_replica_set_for_all_namespaces,
+            api,
+            "/apis/apps/v1/replicasets",
             fan_out("replicasets"),
             self._stop,
         )
@@ -153,15 +153,11 @@ class NodeAgent:
             self.block.release()
             self._started = False
             raise
-        core = client.CoreV1Api(api)
-
-        def list_own_pods(**kw: object) -> object:
-            # What a kubelet watches: the pods bound to it (the Node authorizer's view).
-            return core.list_pod_for_all_namespaces(
-                field_selector=f"spec.nodeName={self.node_name}", **kw
-            )
-
-        self.pods = Informer("pods", list_own_pods, self.kubelet.handle, self._stop)
+        # What a kubelet watches: the pods bound to it (the Node authorizer's view).
+        own = [("fieldSelector", f"spec.nodeName={self.node_name}")]
+        self.pods = Informer(
+            "pods", api, "/api/v1/pods", self.kubelet.handle, self._stop, query=own
+        )
         self._informers = [self.pods]
         self.pods.start()
         self.pods.synced.wait(30)

@@ -1,20 +1,21 @@
 """The node's only door to the API server: the official kubernetes client over HTTP, with raw
-JSON bodies (dicts in, dicts out) and a small list+watch informer."""
+JSON bodies (dicts in, dicts out) and the caches of the node's controllers (Informer, a
+kubewatch Reflector's sink)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
-from kubernetes.watch.watch import iter_resp_lines
+
+from kubewatch import Reflector, ReflectorConfig
 
 from .objutil import normalized, rv_newer
 
@@ -59,43 +60,45 @@ def key_of(obj: Obj) -> str:
 
 
 class Informer:
-    """List then watch one collection, keep a cache, and call `handler` for every change.
+    """One collection in a cache, calling `handler` for every change: the sink of a kubewatch
+    Reflector (bookmarks, resume, relist on 410, backoff, timeouts; docs/watch.md).
 
-    Watches are short (a read timeout ends an idle one) and resume from the last
-    resourceVersion; a 410 Gone or any error leads to a fresh list, whose differences with
-    the cache are delivered as events so nothing is missed.
+    Watches are short (`read_timeout` seconds, server side) and resume from the last
+    resourceVersion; a relist's differences with the cache are delivered as events so
+    nothing is missed.
     """
 
     def __init__(
         self,
         name: str,
-        list_fn: Callable[..., Any],
+        api_client: client.ApiClient,
+        path: str,
         handler: Handler,
         stop: threading.Event,
+        *,
+        query: Iterable[tuple[str, str]] = (),
         read_timeout: float = 10.0,
     ) -> None:
         self.name = name
-        self._list_fn = list_fn
         self._handler = handler
         self._stop = stop
-        self._read_timeout = read_timeout
         self._lock = threading.Lock()
         self._cache: dict[str, Obj] = {}
-        self._rv = ""
         self.synced = threading.Event()
-        self._resp: Any = None
-        self._thread = threading.Thread(target=self._run, name=f"informer-{name}", daemon=True)
+        config = ReflectorConfig(
+            watch_timeout_seconds=max(1, int(read_timeout)),
+            backoff_initial=0.2,
+            backoff_max=5.0,
+        )
+        self.reflector = Reflector(
+            api_client, path, self, query=query, config=config, name=f"informer-{name}"
+        )
 
     def start(self) -> None:
-        self._thread.start()
+        self.reflector.start()
 
     def join(self, timeout: float) -> None:
-        resp = self._resp
-        if resp is not None:
-            # Best effort: unblock a read in progress so the thread sees the stop flag.
-            with contextlib.suppress(Exception):
-                resp.shutdown()
-        self._thread.join(timeout)
+        self.reflector.stop(timeout)
 
     def items(self) -> list[Obj]:
         with self._lock:
@@ -134,14 +137,13 @@ class Informer:
         except Exception:
             log.exception("%s handler failed on %s", self.name, kind)
 
-    def _relist(self) -> None:
-        body = raw(self._list_fn)
-        items = body.get("items") or []
+    # -- the sink -------------------------------------------------------------------------
+
+    def on_list(self, items: list[Obj], resource_version: str) -> None:
         fresh = {key_of(o): o for o in items}
         with self._lock:
             old = self._cache
             self._cache = fresh
-            self._rv = (body.get("metadata") or {}).get("resourceVersion", "")
         for key, obj in fresh.items():
             prev = old.get(key)
             if prev is None:
@@ -155,68 +157,21 @@ class Informer:
                 self._emit("DELETED", obj)
         self.synced.set()
 
-    def _watch_once(self) -> bool:
-        """One watch request; False when a relist is needed."""
-        try:
-            resp = self._list_fn(
-                watch=True,
-                resource_version=self._rv,
-                allow_watch_bookmarks=True,
-                timeout_seconds=300,
-                _preload_content=False,
-                _request_timeout=(5, self._read_timeout),
-            )
-        except ApiException as exc:
-            return exc.status != 410
-        self._resp = resp
-        try:
-            for line in iter_resp_lines(resp):
-                if self._stop.is_set():
-                    return True
-                if not line:
-                    continue
-                event = json.loads(line)
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":
-                    return obj.get("code") != 410
-                rv = (obj.get("metadata") or {}).get("resourceVersion")
-                if rv:
-                    self._rv = rv
-                if kind == "BOOKMARK":
-                    continue
-                if kind == "DELETED":
-                    self.remove_local(obj)
-                elif not self.upsert_local(obj):
-                    continue  # older than what a local write already put in the cache
-                self._emit(kind, obj)
-        except Exception as exc:  # read timeout on an idle watch, or a dropped connection
-            if not _is_timeout(exc):
-                log.debug("%s watch ended: %s", self.name, exc)
-        finally:
-            self._resp = None
-            resp.release_conn()
-        return True
+    def on_event(self, event_type: str, obj: Obj) -> None:
+        if event_type == "DELETED":
+            self.remove_local(obj)
+        elif not self.upsert_local(obj):
+            return  # older than what a local write already put in the cache
+        self._emit(event_type, obj)
 
-    def _run(self) -> None:
-        need_list = True
-        backoff = 0.2
-        while not self._stop.is_set():
-            try:
-                if need_list:
-                    self._relist()
-                    need_list = False
-                need_list = not self._watch_once()
-                backoff = 0.2
-            except Exception as exc:
-                log.debug("%s: %s; relisting", self.name, exc)
-                need_list = True
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
+    def on_bookmark(self, resource_version: str) -> None:
+        """The cache follows events; the reflector keeps the position."""
 
+    def on_connected(self) -> None:
+        """Nothing recorded to clear."""
 
-def _is_timeout(exc: BaseException) -> bool:
-    text = f"{type(exc).__name__} {exc}".lower()
-    return "timeout" in text or "timed out" in text
+    def on_error(self, exc: Exception) -> None:
+        log.debug("%s: %s", self.name, exc)
 
 
 def retry_on_conflict(fn: Callable[[], Any], attempts: int = 10) -> Any:

@@ -26,7 +26,6 @@ def test_events_and_recovery_from_410(tmp_path: Path) -> None:
     with ApiServer.start(tmp_path, extra_args=["--watch-history", "3"]) as api:
         core = client.CoreV1Api(api.api_client())
         node_api = make_api_client(None, api.kubeconfig)
-        node_core = client.CoreV1Api(node_api)
         stop = threading.Event()
         seen: list[tuple[str, str]] = []
 
@@ -35,7 +34,8 @@ def test_events_and_recovery_from_410(tmp_path: Path) -> None:
 
         informer = Informer(
             "configmaps",
-            node_core.list_config_map_for_all_namespaces,
+            node_api,
+            "/api/v1/configmaps",
             handler,
             stop,
             read_timeout=1,
@@ -57,24 +57,35 @@ def test_events_and_recovery_from_410(tmp_path: Path) -> None:
             informer.join(5)
 
         # A watch resumed from a version older than the server's history gets 410 Gone; a
-        # relist then delivers what was missed and drops what vanished.
+        # relist then delivers what was missed and drops what vanished. The informer is kept
+        # off the server (a fault) while the changes happen, so it cannot see them as events.
         late: list[tuple[str, str]] = []
         stale = Informer(
             "stale",
-            node_core.list_config_map_for_all_namespaces,
+            node_api,
+            "/api/v1/configmaps",
             lambda kind, obj: late.append((kind, obj["metadata"]["name"])),
             threading.Event(),
             read_timeout=1,
         )
         core.create_namespaced_config_map("default", configmap("gone"))
-        stale._relist()
-        core.delete_namespaced_config_map("gone", "default")
-        for i in range(8):
-            core.create_namespaced_config_map("default", configmap(f"m{i}"))
-        assert stale._watch_once() is False
-        stale._relist()
-        names = {o["metadata"]["name"] for o in stale.items()}
-        assert {f"m{i}" for i in range(8)} <= names and "gone" not in names
-        assert ("DELETED", "gone") in late
-        assert {("ADDED", f"m{i}") for i in range(8)} <= set(late)
+        stale.start()
+        try:
+            assert stale.synced.wait(30)
+            assert stale.get("default/gone") is not None
+            offline = api.add_fault(path_regex="/configmaps", methods=["GET"], status=500)
+            resume_from = stale.reflector.resume_resource_version
+            stale.reflector.cut_watch(resume_from=resume_from)
+            core.delete_namespaced_config_map("gone", "default")
+            for i in range(8):
+                core.create_namespaced_config_map("default", configmap(f"m{i}"))
+            api.remove_fault(offline)
+            wait_for(lambda: stale.reflector.stats["gone"] >= 1, what="410 on the old version")
+            wait_for(lambda: ("DELETED", "gone") in late, what="the relist's deletion")
+            names = {o["metadata"]["name"] for o in stale.items()}
+            assert {f"m{i}" for i in range(8)} <= names and "gone" not in names
+            assert ("DELETED", "gone") in late
+            assert {("ADDED", f"m{i}") for i in range(8)} <= set(late)
+        finally:
+            stale.join(5)
         node_api.close()

@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterator
 import pytest
 from kubernetes import client
 
-from controller.watch import InformerConfig
+from kubewatch import ReflectorConfig
 from localcluster.testing import ApiServer
 
 # Short timings so faults show within seconds: a silent watch is abandoned after 3 + 2 s.
-FAST = InformerConfig(
+FAST = ReflectorConfig(
     connect_timeout=2.0,
     list_read_timeout=3.0,
     watch_timeout_seconds=3,

@@ -7,7 +7,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.watch.backoff import Backoff
+from kubewatch.backoff import Backoff
 
 
 @given(

@@ -13,7 +13,7 @@ from kubernetes import client
 
 from controller.kubeclient import bounded_copy
 from controller.watch import Informer, ResourceRef
-from controller.watch.informer import InformerConfig
+from kubewatch import ReflectorConfig
 from localcluster.testing import ApiServer
 from tests.watch.conftest import FAST, service, wait_for
 
@@ -41,7 +41,7 @@ class Recorder:
 def informers(api_client):
     started: list[Informer] = []
 
-    def make(ref: ResourceRef, config: InformerConfig = FAST, **kw) -> Informer:
+    def make(ref: ResourceRef, config: ReflectorConfig = FAST, **kw) -> Informer:
         inf = Informer(bounded_copy(api_client), ref, config=config, **kw)
         started.append(inf)
         return inf.start()
@@ -126,7 +126,7 @@ def test_label_selected_watch_adds_and_drops_objects_as_labels_change(core, name
 def test_paged_list_reads_every_page(core, namespace, informers):
     for i in range(7):
         core.create_namespaced_service(namespace, service(f"p{i}"), _request_timeout=T)
-    config = InformerConfig(**{**FAST.__dict__, "page_size": 2})
+    config = ReflectorConfig(**{**FAST.__dict__, "page_size": 2})
     inf = informers(ResourceRef("services", "v1", "services", namespace), config=config)
     assert inf.wait_synced(20)
     assert names(inf) == [f"p{i}" for i in range(7)]

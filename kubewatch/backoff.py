@@ -1,4 +1,6 @@
-"""Capped exponential backoff with jitter (pure; the caller does the sleeping)."""
+"""Capped exponential backoff with jitter (pure; the caller does the sleeping).
+
+The one backoff of every list+watch loop (kubewatch.reflector) and its callers."""
 
 from __future__ import annotations
 
