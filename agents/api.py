@@ -22,6 +22,20 @@ log = logging.getLogger("agents.api")
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
 
 
+def health_summary(state: dict[str, Any]) -> dict[str, Any]:
+    """The read-only part of `Agent.public_state` /healthz adds, for the pod page to show
+    live (docs/dashboard.md): no token sequence, no files, nothing an apply needs."""
+    token = state.get("applied_token") or None
+    return {
+        "applied_plan_id": state.get("applied_plan_id"),
+        "checksum": state.get("applied_checksum"),
+        "term": {"holder": token["holder"], "epoch": token["epoch"]} if token else None,
+        "worker_operation_mode": state.get("worker_operation_mode"),
+        "bootstrap": bool(state.get("bootstrap")),
+        "invariant_violation": state.get("invariant_violation"),
+    }
+
+
 def _json(status: int, body: dict[str, Any]) -> web.Response:
     return web.json_response(body, status=status, dumps=lambda o: json.dumps(o, sort_keys=True))
 
@@ -87,7 +101,23 @@ class AgentAPI:
         return hmac.compare_digest(given, self._token)
 
     async def healthz(self, _request: web.Request) -> web.Response:
-        return _json(200, {"status": "alive", "runtime_id": self.agent.runtime_id})
+        # Liveness stays 200 whatever the summary says, and never waits for the apply lock
+        # (an apply may hold it through a reload): the summary is read unlocked, for people.
+        summary = health_summary(self._unlocked_state())
+        return _json(200, {"status": "alive", "runtime_id": self.agent.runtime_id, **summary})
+
+    def _unlocked_state(self) -> dict[str, Any]:
+        agent = self.agent
+        s = agent.state
+        applied = s.applied
+        return {
+            "applied_plan_id": applied.plan_id if applied else None,
+            "applied_checksum": applied.checksum if applied else None,
+            "applied_token": s.applied_token,
+            "worker_operation_mode": agent.worker_operation_mode(),
+            "bootstrap": agent.is_bootstrap(),
+            "invariant_violation": s.invariant_violation,
+        }
 
     async def readyz(self, _request: web.Request) -> web.Response:
         ok, why = await asyncio.to_thread(self.agent.ready)

@@ -233,7 +233,7 @@ class Agent:
             "applied_plan_id": applied.plan_id if applied else None,
             "running_plan_id": s.running_plan_id,
             "worker_operation_plan_id": s.worker_operation_plan_id,
-            "worker_operation_mode": self._worker_operation_mode(),
+            "worker_operation_mode": self.worker_operation_mode(),
             "last_known_good_plan_id": lkg.plan_id if lkg else None,
             "applied_checksum": applied.checksum if applied else None,
             "applied_token": s.applied_token,
@@ -250,7 +250,7 @@ class Agent:
             "draining": self.draining,
         }
 
-    def _worker_operation_mode(self) -> str | None:
+    def worker_operation_mode(self) -> str | None:
         """How the worker came to match its worker-operation plan: "reload" when it was
         started from it, else the runtime path's mode (an older state names none: runtime)."""
         s = self.state
