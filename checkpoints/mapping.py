@@ -220,6 +220,9 @@ def receipt_rows(obj: dict[str, Any]) -> list[dict[str, Any]]:
             # Only when known: a receipt from before terms were recorded keeps the
             # fingerprint (and so the row) it always had.
             row.update(term_holder=holder, term_epoch=epoch)
+        if entry.get("podIP") and entry.get("agentPort"):
+            # Likewise only when known, so older receipts keep their fingerprints.
+            row.update(pod_ip=str(entry["podIP"]), agent_port=int(entry["agentPort"]))
         row["fingerprint"] = fingerprint(row)
         rows.append(row)
     return rows

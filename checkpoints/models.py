@@ -166,6 +166,10 @@ class PodReceipt(models.Model):
     # (holder "", epoch None) for receipts published before receipts carried it.
     term_holder = models.CharField(max_length=253, blank=True, db_index=True)
     term_epoch = models.BigIntegerField(null=True, blank=True, db_index=True)
+    # Where the pod's agent answered when the leader published this receipt: the pod page
+    # reads its unauthenticated /healthz live from here (docs/dashboard.md). Empty before.
+    pod_ip = models.CharField(max_length=64, blank=True)
+    agent_port = models.IntegerField(null=True, blank=True)
     source_name = models.CharField(max_length=253)
     source_uid = models.CharField(max_length=64, db_index=True)
     source_namespace = models.CharField(max_length=253)

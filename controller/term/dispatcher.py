@@ -326,6 +326,7 @@ class Dispatcher:
         for outcome in outcomes:
             count_outcome(outcome.pod.name, outcome.action)
             entry: dict[str, Any] = {"podUID": outcome.pod.uid, "deployedAt": now}
+            entry.update(self._address(outcome.pod.ip))
             receipt = outcome.receipt(output)
             if receipt is not None:
                 self._acknowledged(receipt, entry)
@@ -342,10 +343,19 @@ class Dispatcher:
         time it was seen, like an apply's; a pod proving what it proved before is no new
         deployment (TermState.acknowledged)."""
         now = _now()
+        ips = {pod.name: pod.ip for pod in self.ctx.targets()}
         for report in reports:
             receipt = acknowledgement(report, output.plan_id, output.checksum)
             if receipt is not None:
-                self._acknowledged(receipt, {"deployedAt": now})
+                entry = {"deployedAt": now, **self._address(ips.get(report.pod_name))}
+                self._acknowledged(receipt, entry)
+
+    def _address(self, ip: str | None) -> dict[str, Any]:
+        """Where the pod's agent answers, so the web process can read its unauthenticated
+        /healthz live (docs/dashboard.md); nothing when the IP is not known."""
+        if not ip:
+            return {}
+        return {"podIP": ip, "agentPort": self.ctx.deployer.pool.port}
 
     def await_pending_reloads(self, output: RenderOutput, deadline: float) -> None:
         """Poll until no pod has a reload pending, absorbing what the follow-ups prove

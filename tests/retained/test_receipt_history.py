@@ -149,3 +149,24 @@ def test_drift_prevention_on_an_unchanged_fleet_records_no_deployment(harness: H
 
     assert [s.apply_count for s in harness.states(agents)] == applies
     assert (harness.published() or {})["status"]["deployedToPods"] == before
+
+
+def test_each_receipt_says_where_its_pods_agent_answers(harness: Harness) -> None:
+    """The pod page reads a pod's /healthz live (dashboard/live.py): the leader publishes
+    each pod's IP and agent port with its receipt, and the mirror keeps them."""
+    agents, pipeline, _ = harness.lead(2)
+    mirror = Mirror(harness.client, "haptic", watch_timeout=5)
+    mirror.start()
+    try:
+        assert mirror.wait_synced(timeout=30)
+        _render(harness, pipeline, ["a"], agents)
+        pipeline.publish()
+        wanted = {pod.name: (pod.pod_ip, agents[0].port) for pod in harness.pods}
+
+        def addressed() -> None:
+            rows = PodReceipt.objects.values_list("pod_name", "pod_ip", "agent_port")
+            assert {name: (ip, port) for name, ip, port in rows} == wanted
+
+        _eventually(addressed, 30)
+    finally:
+        mirror.stop()
