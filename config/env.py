@@ -129,6 +129,11 @@ def agent_token() -> str:
     return env_text("HAPTIC_AGENT_TOKEN")
 
 
+def agent_health_timeout() -> float:
+    """HAPTIC_AGENT_HEALTH_TIMEOUT: seconds the pod page waits for an agent's /healthz."""
+    return env_float("HAPTIC_AGENT_HEALTH_TIMEOUT", 1.0)
+
+
 def pod_name() -> str:
     """POD_NAME (the downward API); empty outside a pod."""
     return env_text("POD_NAME")

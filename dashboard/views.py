@@ -33,6 +33,7 @@ from checkpoints.models import (
 )
 from checkpoints.roles import is_operator, is_viewer
 from dashboard import hub, marks
+from dashboard.live import differs_from_receipt, observe
 
 PAGE_SIZE = 50
 
@@ -122,6 +123,8 @@ class PodView(ViewerRequired):
             "page": _page(request, receipts),
             "events": KubeEvent.objects.filter(involved_name=pod)[:20],
         }
+        context["live"] = live = observe(pod)
+        context["live_differs"] = differs_from_receipt(live, runs)
         return self.render(request, context)
 
 
