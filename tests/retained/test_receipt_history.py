@@ -162,9 +162,13 @@ def test_each_receipt_says_where_its_pods_agent_answers(harness: Harness) -> Non
         _render(harness, pipeline, ["a"], agents)
         pipeline.publish()
         wanted = {pod.name: (pod.pod_ip, agents[0].port) for pod in harness.pods}
+        # This harness's pods only: the API server may still hold an earlier test's output.
+        uids = [pod.uid for pod in harness.pods]
 
         def addressed() -> None:
-            rows = PodReceipt.objects.values_list("pod_name", "pod_ip", "agent_port")
+            rows = PodReceipt.objects.filter(pod_uid__in=uids).values_list(
+                "pod_name", "pod_ip", "agent_port"
+            )
             assert {name: (ip, port) for name, ip, port in rows} == wanted
 
         _eventually(addressed, 30)
