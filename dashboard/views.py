@@ -83,7 +83,7 @@ class FleetView(ViewerRequired):
             "mirror": MirrorState.objects.all(),
             "render_warnings": queries.render_summary().count,
             "open_reviews": RecoveryReview.objects.filter(
-                status__in=["requested", "evaluating", "eligible", "approved", "running"]
+                status__in=RecoveryReview.IN_FLIGHT | {RecoveryReview.Status.ELIGIBLE}
             ).count(),
         }
         if not request.GET.get("fragment"):
@@ -304,7 +304,7 @@ class ReviewDetailView(ViewerRequired):
                 for name, items in checks.items()
             ],
             "audit": AuditLog.objects.filter(object_type="recoveryreview", object_id=str(pk)),
-            "pending": review.status in ("requested", "evaluating", "approved", "running"),
+            "pending": review.status in RecoveryReview.IN_FLIGHT,
         }
         return self.render(request, context)
 
