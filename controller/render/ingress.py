@@ -230,7 +230,7 @@ class _Builder:
             svc = self.svc_index.get(key)
             meta = (svc.get("metadata") or {}) if svc is not None else {}
             try:
-                self._svc_values[key] = ann.backend_values(
+                self._svc_values[key] = ann.service_values(
                     ann.ours(meta.get("annotations")), self.settings.allow_snippets
                 )
             except ann.InvalidAnnotation as exc:

@@ -482,7 +482,7 @@ def tls_certificate(secret: Mapping[str, Any] | None, where: str) -> bytes:
     missing or undecodable Secret must not take the whole configuration down with it.
     """
     if secret is None:
-        raise InvalidObject(f"{where}: secret not found")
+        raise InvalidObject(f"{where}: secret not found", m.SECRET_NOT_FOUND)
     if secret.get("type", "kubernetes.io/tls") != "kubernetes.io/tls":
         raise InvalidObject(f"{where}: secret type {secret.get('type')!r} is not kubernetes.io/tls")
     data = secret.get("data") or {}
