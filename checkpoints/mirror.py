@@ -27,7 +27,7 @@ from kubernetes import config as k8s_config
 
 from checkpoints import store
 from checkpoints.models import MirrorState
-from contract import API_VERSION
+from contract import API_VERSION, CONTROLLER_COMPONENT
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,7 @@ class WatchedKind:
     delete: Callable[[dict[str, Any]], None]
     relist: Callable[[str, list[dict[str, Any]]], int]
     kind: str = ""
+    field_selector: str = ""  # sent with the list and the watch
 
 
 def _uids(items: list[dict[str, Any]]) -> set[str]:
@@ -96,6 +97,17 @@ def watched_kinds() -> list[WatchedKind]:
             apply=store.apply_event,
             delete=store.delete_event,
             relist=lambda ns, items: store.relist_events(ns, _uids(items)),
+        ),
+        # Render warnings are Events in the namespace of the object they are about (an
+        # Ingress anywhere): the controller's own Events in every namespace, by their
+        # reportingComponent (a field selector the real kube-apiserver serves for Events).
+        WatchedKind(
+            key="render-warning-events",
+            path="/api/v1/events",
+            apply=store.apply_event,
+            delete=store.delete_event,
+            relist=lambda ns, items: store.relist_events_outside(ns, _uids(items)),
+            field_selector=f"reportingComponent={CONTROLLER_COMPONENT}",
         ),
     ]
 
@@ -149,8 +161,13 @@ class KindWatcher:
             raise RuntimeError(f"GET {self.path}: {response.status} {body[:300]!r}")
         return response
 
+    def _selected(self, query: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        if self.kind.field_selector:
+            return [*query, ("fieldSelector", self.kind.field_selector)]
+        return query
+
     def list(self) -> tuple[list[dict[str, Any]], str]:
-        response = self._get([], read_timeout=30)
+        response = self._get(self._selected([]), read_timeout=30)
         payload = json.loads(response.read())
         return payload.get("items") or [], str(
             (payload.get("metadata") or {}).get("resourceVersion", "")
@@ -164,7 +181,7 @@ class KindWatcher:
         ]
         if resource_version:
             query.append(("resourceVersion", resource_version))
-        response = self._get(query, read_timeout=self.watch_timeout + 10)
+        response = self._get(self._selected(query), read_timeout=self.watch_timeout + 10)
         self._response = response.response
         buffer = b""
         try:

@@ -35,6 +35,8 @@ from checkpoints.roles import is_operator, is_viewer
 from dashboard import hub, marks
 
 PAGE_SIZE = 50
+# Warning rows the fleet page shows; the warnings page has them all (issue 18).
+FLEET_WARNING_ROWS = 5
 
 
 class ViewerRequired(AccessMixin, View):
@@ -85,13 +87,15 @@ class FleetView(ViewerRequired):
                 and pod.runs.applied_plan_id == intent.plan_id
                 and pod.runs.checksum == intent.checksum
             )
+        summary = queries.render_summary()
         context = {
             "pods": pods,
             "intent": intent,
             "term": LeadershipTerm.objects.filter(ended_at__isnull=True).first(),
             "hubs": HubStatus.objects.all(),
             "mirror": MirrorState.objects.all(),
-            "render_warnings": queries.render_summary().count,
+            "render_warnings": summary.count,
+            "warning_rows": queries.current_render_warnings(summary)[:FLEET_WARNING_ROWS],
             "open_reviews": RecoveryReview.objects.filter(
                 status__in=["requested", "evaluating", "eligible", "approved", "running"]
             ).count(),

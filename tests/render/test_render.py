@@ -224,7 +224,7 @@ def test_broken_ingresses_are_isolated_from_the_others() -> None:
 def test_missing_or_bad_tls_secret_skips_only_the_certificate() -> None:
     inp = tls()
     bad = [{**b.tls_secret("secure", "site-tls"), "data": {"tls.crt": "!!"}}]
-    for secrets, reason in (([], "SecretNotFound"), (bad, "InvalidObject")):
+    for secrets, reason in (([], "SecretNotFound"), (bad, "InvalidSecret")):
         out = render(dataclasses.replace(inp, secrets=secrets))
         assert [w.reason for w in out.warnings] == [reason]
         assert "crt-lists/crt-list.txt" not in out.paths()
