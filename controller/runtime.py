@@ -20,6 +20,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from config import env
+from contract import CONTROLLER_COMPONENT
 from controller.deploy.deployer import AgentPool, Deployer
 from controller.election.term import Term
 from controller.election.timing import parse_duration
@@ -41,7 +42,7 @@ from controller.worker import LeaderComponents, ReplicaComponents, ReplicaRuntim
 
 log = logging.getLogger(__name__)
 
-COMPONENT = "haptic-controller"
+COMPONENT = CONTROLLER_COMPONENT
 
 
 def _seconds(value: Any, default: float) -> float:

@@ -35,6 +35,8 @@ from checkpoints.roles import is_operator, is_viewer
 from dashboard import hub, marks
 
 PAGE_SIZE = 50
+# Warning rows the fleet page shows; the warnings page has them all (issue 18).
+FLEET_WARNING_ROWS = 5
 
 
 class ViewerRequired(AccessMixin, View):
@@ -74,6 +76,7 @@ class FleetView(ViewerRequired):
     fragment_template_name = "dashboard/_fleet.html"
 
     def get(self, request: HttpRequest) -> HttpResponse:
+        summary = queries.render_summary()
         context = {
             # The latest outcome may be a failure; the pod still runs what it acknowledged.
             "pods": queries.fleet_states(),
@@ -81,7 +84,8 @@ class FleetView(ViewerRequired):
             "term": LeadershipTerm.objects.filter(ended_at__isnull=True).first(),
             "hubs": HubStatus.objects.all(),
             "mirror": MirrorState.objects.all(),
-            "render_warnings": queries.render_summary().count,
+            "render_warnings": summary.count,
+            "warning_rows": queries.current_render_warnings(summary)[:FLEET_WARNING_ROWS],
             "open_reviews": RecoveryReview.objects.filter(
                 status__in=RecoveryReview.IN_FLIGHT | {RecoveryReview.Status.ELIGIBLE}
             ).count(),

@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
+import urllib3.exceptions
+from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter, Gauge
 
 from controller.health import ComponentHealth
@@ -139,6 +141,11 @@ class HTTPStore:
                 )
         except KeyError as exc:
             result = cache.FetchResult(error=f"auth Secret {spec.auth_secret} lacks key {exc}")
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            # A transient API error is a failed fetch (accepted body kept, reported), never
+            # an exception out of begin_term, which the term's start calls unguarded.
+            why = f"HTTP {exc.status}" if isinstance(exc, ApiException) else str(exc)
+            result = cache.FetchResult(error=f"auth Secret {spec.auth_secret}: {why}")
         else:
             result = fetch(self.http, spec, headers)
         after = cache.on_fetch(state, result, self.clock(), spec)

@@ -218,6 +218,40 @@ def test_an_invalid_service_annotation_skips_the_routes_to_it() -> None:
     assert {(w.kind, w.reason) for w in out.warnings} == {("Service", "InvalidAnnotation")}
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "why"),
+    [
+        ("not-an-annotation", "x", "unknown annotation"),
+        ("timeout-client", "5s", "applies to the frontend"),
+        ("rate-limit-requests", "5", "set it on the Ingress"),
+        ("allow-list", "10.0.0.0/8", "set it on the Ingress"),
+        ("ssl-redirect", "true", "set it on the Ingress"),
+        ("cors-enable", "true", "set it on the Ingress"),
+    ],
+)
+def test_a_service_annotation_haptic_does_not_apply_to_a_backend_is_refused(
+    key: str, value: str, why: str
+) -> None:
+    # Never dropped silently (docs/annotations.md "Where they apply"): the warning names
+    # the annotation and the Service, and the routes to that Service are skipped.
+    out = _render({}, {key: value})
+    assert [(w.kind, w.name, w.reason) for w in out.warnings] == [
+        ("Service", "web", "InvalidAnnotation")
+    ]
+    assert f"haproxy.org/{key}" in out.warnings[0].message and why in out.warnings[0].message
+    assert out.plan["maps"]["maps/path-prefix.map"] == {}
+    assert check_output(out).accepted
+
+
+def test_a_missing_default_certificate_is_reported_as_secret_not_found() -> None:
+    config = b.template_config()
+    config["spec"]["templateLibraries"]["ingress"]["defaultCertificate"] = f"{NS}/nowhere"
+    out = _render({}, config=config)
+    assert [(w.kind, w.name, w.reason) for w in out.warnings] == [
+        ("Secret", "nowhere", "SecretNotFound")
+    ]
+
+
 def test_a_missing_auth_secret_skips_the_ingress_rather_than_serving_it_open() -> None:
     out = _render({"auth-type": "basic-auth", "auth-secret": "nobody"})
     assert [(w.name, w.reason) for w in out.warnings] == [("app", "SecretNotFound")]
