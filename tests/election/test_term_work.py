@@ -8,7 +8,7 @@ import time
 import pytest
 
 from controller.election.term import FencingToken, Term
-from controller.worker import TermWork, _Component
+from controller.replica_runtime import TermWork, _Component
 
 pytestmark = pytest.mark.timeout(30)
 

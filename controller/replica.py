@@ -33,12 +33,12 @@ from controller.kubeclient import secret_data
 from controller.leader import LeaderPipeline, LeaderSettings, PlanMemory
 from controller.render.warnings import render_warning_reporter, template_status_writer
 from controller.rendergate import RenderGate, check_output
+from controller.replica_runtime import LeaderComponents, ReplicaComponents, ReplicaRuntime
 from controller.retained.checkpoint import API_VERSION, TemplateRef
 from controller.statusapplier import StatusApplier, cache_lookup
 from controller.templategate import HEALTH_COMPONENT as TEMPLATE_GATE
 from controller.templategate import TemplateGate, template_reporter, validation_runner
 from controller.watch.replica import ReplicaWatch
-from controller.worker import LeaderComponents, ReplicaComponents, ReplicaRuntime
 
 log = logging.getLogger(__name__)
 
