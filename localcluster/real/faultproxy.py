@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import ssl
 from collections.abc import Mapping
@@ -166,7 +167,7 @@ async def _ok() -> web.Response:
     return web.Response(text="ok")
 
 
-async def _run(args: argparse.Namespace) -> None:
+async def _run(args: argparse.Namespace, parent: int) -> None:
     proxy = FaultProxy(args.upstream, args.pki)
     await proxy.start(args.port, args.admin_port)
     # The lines localcluster.testing's launcher waits for, as `localcluster serve` prints.
@@ -177,8 +178,18 @@ async def _run(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, done.set)
+    watch = loop.create_task(_until_orphaned(done, parent))
     await done.wait()
+    watch.cancel()
     await proxy.stop()
+
+
+async def _until_orphaned(done: asyncio.Event, parent: int) -> None:
+    """Stop once the test process that started us is gone (killed, it cannot stop us), so no
+    proxy outlives its cluster on a shared machine."""
+    while os.getppid() == parent:
+        await asyncio.sleep(1.0)
+    done.set()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -187,8 +198,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pki", type=Path, required=True, help="the cluster's pki dir")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--admin-port", type=int, default=0)
+    parent = os.getppid()
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_run(parser.parse_args(argv)))
+        asyncio.run(_run(parser.parse_args(argv), parent))
 
 
 if __name__ == "__main__":
