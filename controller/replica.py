@@ -22,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from config import env
 from contract import CONTROLLER_COMPONENT
 from controller.deploy.deployer import AgentPool, Deployer
+from controller.election.identity import replica_user_agent
 from controller.election.term import Term
 from controller.election.timing import parse_duration
 from controller.fencing import check_term
@@ -119,7 +120,12 @@ class ControllerReplica:
             workload_client=runtime.workload_client,
         )
         # spec.httpResources, fetched only while this replica leads (issue 18).
-        self.http_store = HTTPStore(self._template, self._template_secret, health=self.watch.health)
+        self.http_store = HTTPStore(
+            self._template,
+            self._template_secret,
+            health=self.watch.health,
+            user_agent=replica_user_agent(runtime.identity),
+        )
         self.gate = RenderGate(binary=env.haproxy_bin() or None, on_verdict=self._gate_verdict)
         # A changed template config renders only once its validationTests pass (issue 18).
         self.template_gate = TemplateGate(

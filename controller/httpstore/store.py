@@ -55,13 +55,17 @@ class HTTPStore:
         record_event: Callable[[str, str, str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         transport: httpx.BaseTransport | None = None,
+        user_agent: str = "",
     ) -> None:
         self.template_config = template_config
         self.read_secret = read_secret
         self.health = health
         self.record_event = record_event
         self.clock = clock
-        self.http = httpx.Client(transport=transport, follow_redirects=True)
+        # The replica's User-Agent, as on its Kubernetes requests: a source's log says which
+        # replica fetched (only the leader does).
+        headers = {"User-Agent": user_agent} if user_agent else None
+        self.http = httpx.Client(transport=transport, follow_redirects=True, headers=headers)
         self.states: dict[str, ResourceState] = {}
         self.specs: dict[str, ResourceSpec] = {}
         self.problems: list[str] = []
