@@ -41,6 +41,13 @@ from agents.filetree import (
     update_store,
     write_atomic,
 )
+from agents.haproxy_process import (
+    BOOTSTRAP_CFG,
+    Layout,
+    Supervisor,
+    process_start_time,
+    render_agent_cfg,
+)
 from agents.haproxy_text import (
     alert_lines,
     parse_map_file,
@@ -63,13 +70,6 @@ from agents.manifest import (
 )
 from agents.sockets import HAProxySocketError, RuntimeAPI
 from agents.state import DurableState, PlanRecord, load, save
-from agents.supervisor import (
-    BOOTSTRAP_CFG,
-    Layout,
-    Supervisor,
-    process_start_time,
-    render_agent_cfg,
-)
 from config.env import child_environ
 from contract import PodAction
 

@@ -27,7 +27,7 @@ from kubernetes import config as k8s_config
 
 from checkpoints import store
 from checkpoints.models import MirrorState
-from contract import API_VERSION
+from contract import API_VERSION, CONTROLLER_COMPONENT
 from kubewatch import Gone, Reflector, ReflectorConfig
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,7 @@ class WatchedKind:
     delete: Callable[[dict[str, Any]], None]
     relist: Callable[[str, list[dict[str, Any]]], int]
     kind: str = ""
+    field_selector: str = ""  # sent with the list and the watch
 
 
 def _uids(items: list[dict[str, Any]]) -> set[str]:
@@ -94,6 +95,17 @@ def watched_kinds() -> list[WatchedKind]:
             delete=store.delete_event,
             relist=lambda ns, items: store.relist_events(ns, _uids(items)),
         ),
+        # Render warnings are Events in the namespace of the object they are about (an
+        # Ingress anywhere): the controller's own Events in every namespace, by their
+        # reportingComponent (a field selector the real kube-apiserver serves for Events).
+        WatchedKind(
+            key="render-warning-events",
+            path="/api/v1/events",
+            apply=store.apply_event,
+            delete=store.delete_event,
+            relist=lambda ns, items: store.relist_events_outside(ns, _uids(items)),
+            field_selector=f"reportingComponent={CONTROLLER_COMPONENT}",
+        ),
     ]
 
 
@@ -125,6 +137,7 @@ class KindWatcher:
             api,
             kind.path.format(ns=namespace),
             self,
+            query=[("fieldSelector", kind.field_selector)] if kind.field_selector else (),
             config=ReflectorConfig(watch_timeout_seconds=watch_timeout, backoff_max=10.0),
             name=f"mirror-{self.state_key}",
         )

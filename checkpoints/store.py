@@ -327,6 +327,13 @@ def relist_events(namespace: str, present: set[str]) -> int:
     return gone.update(collected=True, collected_at=timezone.now())
 
 
+def relist_events_outside(namespace: str, present: set[str]) -> int:
+    """Relist of the cluster-wide render-warning watch: rows outside the mirror's own
+    namespace come only from it (the namespace's own watch relists the rest)."""
+    gone = KubeEvent.objects.filter(collected=False).exclude(namespace=namespace)
+    return gone.exclude(uid__in=present).update(collected=True, collected_at=timezone.now())
+
+
 def apply_template_config(obj: dict[str, Any]) -> None:
     row = mapping.hub_row(obj)
     if not row["template_uid"]:

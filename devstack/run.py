@@ -306,7 +306,7 @@ class Run:
             strays = stack.sweep_pods(self.state_dir)
             if strays:
                 step(f"killed {len(strays)} pod processes the node left behind")
-        from localcluster.node.supervisor import group_alive
+        from localcluster.node.processes import group_alive
 
         left = [p.name for p in self.processes if p.proc is not None and group_alive(p.proc.pid)]
         self.processes.clear()

@@ -524,7 +524,7 @@ def wait_for_log_line(
 
 def sweep_pods(state_dir: Path) -> list[int]:
     """Kill pod processes a local node under `state_dir` left behind (after a crash)."""
-    from localcluster.node.supervisor import sweep
+    from localcluster.node.processes import sweep
 
     return sweep(str(Path(state_dir).resolve()))
 

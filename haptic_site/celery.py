@@ -24,7 +24,7 @@ app.autodiscover_tasks()
 
 def _install_controller() -> None:
     from controller.hub.config import HubConfig
-    from controller.worker import install
+    from controller.replica_runtime import install
 
     install(app)
     for f in fields(HubConfig):
@@ -59,7 +59,7 @@ def _hub_options(options: dict, **_: object) -> None:
 @signals.worker_init.connect
 def _register_controller_components(**_: object) -> None:
     # Only worker processes build the controller (the web site never does).
-    from controller.runtime import install
+    from controller.replica import install
 
     install()
 

@@ -19,7 +19,7 @@ from aiohttp import web
 from localcluster import discovery, openapi, podlogs, protov2, scale, tables
 from localcluster.audit import MUTATING, AuditLog, lease_written
 from localcluster.errors import ApiError, gone, success_status
-from localcluster.faults import FaultRule, FaultSet
+from localcluster.faultgate import FaultGate
 from localcluster.patches import json_patch, merge_patch, strategic_merge
 from localcluster.persist import Journal
 from localcluster.podlogs import truthy as _truthy
@@ -63,17 +63,6 @@ def _error_response(err: ApiError) -> web.Response:
     return _json_response(err.status(), err.code)
 
 
-def _fault_response(code: int, message: str | None) -> web.Response:
-    """An injected error; a 429 names its pause as kube-apiserver's does (Retry-After: 1
-    and details.retryAfterSeconds), the answer it gives while a watch cache starts."""
-    if code != 429:
-        return _error_response(ApiError(code, message or f"injected fault: status {code}"))
-    err = ApiError(429, message or "storage is (re)initializing", details={"retryAfterSeconds": 1})
-    response = _error_response(err)
-    response.headers["Retry-After"] = "1"
-    return response
-
-
 class StreamWatcher:
     """One watch stream's queue of events, filled synchronously by the store."""
 
@@ -110,8 +99,6 @@ class ApiServer:
         self.bookmark_interval = bookmark_interval
         self.event_ttl = event_ttl
         self._sweeper: asyncio.Task[None] | None = None
-        self.faults = FaultSet()
-        self._fault_changed = asyncio.Event()
         self.journal = Journal(state_dir) if state_dir else None
         loop = asyncio.get_event_loop()
         self.store = Store(
@@ -126,6 +113,8 @@ class ApiServer:
         self._admin_runner: web.AppRunner | None = None
         self._server: asyncio.AbstractServer | None = None
         self._stopping = asyncio.Event()
+        self.gate = FaultGate(self._stopping)
+        self.faults = self.gate.faults
         self._v2_cache: tuple[str, bytes] = ("", b"")
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -161,10 +150,7 @@ class ApiServer:
             self._runner.server, sock=sock, backlog=1024
         )
         admin = web.Application()
-        admin.router.add_route("GET", "/admin/faults", self.admin_list)
-        admin.router.add_route("POST", "/admin/faults", self.admin_add)
-        admin.router.add_route("DELETE", "/admin/faults", self.admin_clear)
-        admin.router.add_route("DELETE", "/admin/faults/{id}", self.admin_remove)
+        self.gate.add_admin_routes(admin, after_change=self._apply_refuse)
         admin.router.add_route("GET", "/admin/state", self.admin_state)
         admin.router.add_route("GET", "/healthz", self.admin_health)
         self._admin_runner = web.AppRunner(
@@ -229,7 +215,7 @@ class ApiServer:
         self._stopping.set()
         if self._sweeper is not None:
             await self._sweeper
-        self._faults_changed()
+        self.gate.changed()
         for watchers in self.store.watchers.values():
             for watcher in watchers:
                 watcher.wake()
@@ -259,35 +245,6 @@ class ApiServer:
             self._server = await loop.create_server(self._runner.server, sock=sock, backlog=1024)
 
     # --- admin -------------------------------------------------------------------------------
-
-    def _faults_changed(self) -> None:
-        self._fault_changed.set()
-        self._fault_changed = asyncio.Event()
-
-    async def admin_list(self, request: web.Request) -> web.Response:
-        return web.json_response({"faults": [r.to_json() for r in self.faults.rules]})
-
-    async def admin_add(self, request: web.Request) -> web.Response:
-        try:
-            rule = FaultRule.from_json(await request.json())
-        except (ValueError, TypeError) as exc:
-            return web.json_response({"error": str(exc)}, status=400)
-        self.faults.add(rule)
-        self._faults_changed()
-        await self._apply_refuse()
-        return web.json_response(rule.to_json(), status=201)
-
-    async def admin_clear(self, request: web.Request) -> web.Response:
-        self.faults.clear()
-        self._faults_changed()
-        await self._apply_refuse()
-        return web.json_response({"faults": []})
-
-    async def admin_remove(self, request: web.Request) -> web.Response:
-        found = self.faults.remove(int(request.match_info["id"]))
-        self._faults_changed()
-        await self._apply_refuse()
-        return web.json_response({"removed": found}, status=200 if found else 404)
 
     async def admin_state(self, request: web.Request) -> web.Response:
         return web.json_response(
@@ -334,33 +291,8 @@ class ApiServer:
 
     @web.middleware
     async def _fault_middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        if self.faults.rules:
-            for rule in self.faults.match(request.method, request.path):
-                if rule.latency_ms:
-                    await asyncio.sleep(rule.latency_ms / 1000.0)
-                if rule.blackhole:
-                    # Never answer while the rule stands (like a dropped packet the peer
-                    # retransmits once the path heals).
-                    while self.faults.active(rule) and not self._stopping.is_set():
-                        transport = request.transport
-                        if transport is None or transport.is_closing():
-                            raise asyncio.CancelledError
-                        with contextlib.suppress(asyncio.TimeoutError):
-                            await asyncio.wait_for(self._fault_changed.wait(), 0.5)
-                if rule.status:
-                    return _fault_response(rule.status, rule.message)
-        return await handler(request)
-
-    async def _wait_not_blackholed(self, request: web.Request) -> None:
-        """An open stream under a black-hole rule goes silent too (as on a dead network)."""
-        while self.faults.holds(request.method, request.path) and not self._stopping.is_set():
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._fault_changed.wait(), 1.0)
-
-    async def _wait_unfrozen(self, rt: ResourceType) -> None:
-        while self.faults.frozen(rt.group, rt.plural) and not self._stopping.is_set():
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._fault_changed.wait(), 1.0)
+        answer = await self.gate.admit(request)
+        return answer if answer is not None else await handler(request)
 
     # --- routing -----------------------------------------------------------------------------
 
@@ -466,13 +398,13 @@ class ApiServer:
                 return await self._watch(request, rt, ns)
             return self._list(rt, ns, q, request.headers.get("Accept", ""))
         if method == "POST":
-            await self._wait_unfrozen(rt)
+            await self.gate.wait_unfrozen(rt.group, rt.plural)
             body = await request.json()
             warnings = _check_fields(rt, q, body)
             obj = self.store.create(rt, ns or "", body, _manager(request), dry_run="dryRun" in q)
             return _warn(_json_response(obj, 201), warnings)
         if method == "DELETE":
-            await self._wait_unfrozen(rt)
+            await self.gate.wait_unfrozen(rt.group, rt.plural)
             opts = DeleteOptions.parse(await _optional_json(request), dict(q))
             labels = parse_label_selector(q.get("labelSelector"))
             fields = parse_field_selector(q.get("fieldSelector"), rt.kind)
@@ -488,7 +420,7 @@ class ApiServer:
         if sub == "binding":
             if method != "POST":
                 raise ApiError(405, "method not allowed", "MethodNotAllowed")
-            await self._wait_unfrozen(rt)
+            await self.gate.wait_unfrozen(rt.group, rt.plural)
             self.store.bind(rt, ns, name, await request.json(), _manager(request))
             return _json_response(success_status(), 201)
         if sub == "scale" and method == "GET":
@@ -501,7 +433,7 @@ class ApiServer:
                 meta = {"resourceVersion": obj["metadata"]["resourceVersion"]}
                 return _json_response(tables.to_table(rt, [obj], meta))
             return _json_response(obj)
-        await self._wait_unfrozen(rt)
+        await self.gate.wait_unfrozen(rt.group, rt.plural)
         if sub == "scale":
             return await self._scale(request, rt, ns, name)
         return await self._write_item(request, rt, ns, name, "status" if sub == "status" else "")
@@ -707,7 +639,7 @@ class ApiServer:
         next_bookmark = time.monotonic() + self.bookmark_interval
         try:
             if self.faults.frozen(rt.group, rt.plural):
-                await self._wait_unfrozen(rt)
+                await self.gate.wait_unfrozen(rt.group, rt.plural)
             chunk = self._render(initial, labels, fields, table_of)
             if chunk:
                 await response.write(chunk)
@@ -725,9 +657,9 @@ class ApiServer:
                 if watcher.overflowed:
                     break
                 if self.faults.frozen(rt.group, rt.plural):
-                    await self._wait_unfrozen(rt)
+                    await self.gate.wait_unfrozen(rt.group, rt.plural)
                 if self.faults.rules:
-                    await self._wait_not_blackholed(request)
+                    await self.gate.wait_not_blackholed(request.method, request.path)
                 events = [] if first is None else [first]
                 while not watcher.queue.empty():
                     events.append(watcher.queue.get_nowait())

@@ -33,6 +33,14 @@ def _launch(
         sys.executable, "-m", "localcluster", "serve", "--port", str(port),
         "--state-dir", str(state_dir), *extra_args,
     ]  # fmt: skip
+    return launch_server(cmd, "apiserver", timeout)
+
+
+def launch_server(
+    cmd: list[str], name: str, timeout: float
+) -> tuple[subprocess.Popen[str], str, str]:
+    """Start a server that prints `NAME listening on URL`, `admin listening on URL` and
+    `ready` (the local API server, the real tier's fault proxy); returns it and both URLs."""
     env = child_environ()
     env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.Popen(
@@ -57,14 +65,14 @@ def _launch(
     reader.start()
     ready.wait(timeout)
     for line in lines:
-        if line.startswith("apiserver listening on "):
+        if line.startswith(f"{name} listening on "):
             url = line.split()[-1]
         elif line.startswith("admin listening on "):
             admin_url = line.split()[-1]
     if not ready.is_set() or not url or not admin_url or proc.poll() is not None:
         proc.kill()
         proc.wait()
-        raise RuntimeError("localcluster did not start:\n" + "".join(lines))
+        raise RuntimeError(f"{name} did not start:\n" + "".join(lines))
     reader.join()
     return proc, url, admin_url
 
@@ -113,7 +121,35 @@ class ClusterHandle:
         self.stop()
 
 
-class ApiServer(ClusterHandle):
+class FaultAdmin:
+    """add_fault/remove_fault/clear_faults through an admin listener's /admin/faults (the
+    local API server's, or the real tier's fault proxy's; localcluster/README.md)."""
+
+    admin_url: str
+
+    def _admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(
+            self.admin_url + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read() or b"null")
+
+    def add_fault(self, **kw: Any) -> int:
+        """Inject a fault (see localcluster/README.md); returns its id."""
+        return int(self._admin("POST", "/admin/faults", kw)["id"])
+
+    def remove_fault(self, fault_id: int) -> None:
+        self._admin("DELETE", f"/admin/faults/{fault_id}")
+
+    def clear_faults(self) -> None:
+        self._admin("DELETE", "/admin/faults")
+
+
+class ApiServer(ClusterHandle, FaultAdmin):
     """A `python -m localcluster serve` process on a free port, with its kubeconfig."""
 
     def __init__(
@@ -180,27 +216,6 @@ class ApiServer(ClusterHandle):
 
     def _node_access(self) -> dict[str, Any]:
         return {"api_url": self.url, "kubeconfig": self.kubeconfig}
-
-    def _admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(
-            self.admin_url + path,
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return json.loads(resp.read() or b"null")
-
-    def add_fault(self, **kw: Any) -> int:
-        """Inject a fault (see localcluster/README.md); returns its id."""
-        return int(self._admin("POST", "/admin/faults", kw)["id"])
-
-    def remove_fault(self, fault_id: int) -> None:
-        self._admin("DELETE", f"/admin/faults/{fault_id}")
-
-    def clear_faults(self) -> None:
-        self._admin("DELETE", "/admin/faults")
 
     def state(self) -> dict[str, Any]:
         return self._admin("GET", "/admin/state")

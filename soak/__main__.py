@@ -196,60 +196,117 @@ def workload() -> list[list[dict[str, Any]]]:
     ]
 
 
-def run(minutes: float, seed: int, report_path: Path, hub_rounds: int = 1) -> int:
+@dataclasses.dataclass
+class SoakProcesses:
+    """What one soak run started, filled in as each part starts, so that whatever happens
+    (an exception, Ctrl-C or SIGTERM) `stop_all` stops exactly what did start."""
+
+    redis: Redis
+    postgres: Postgres | None
+    system: Any = None
+    mirror: stack.Process | None = None
+    sampler: Sampler | None = None
+    load: LoadGenerator | None = None
+    faults: Faults | None = None
+    judged_from: int = 0
+
+
+def drive(
+    p: SoakProcesses,
+    seed: int,
+    rng: random.Random,
+    minutes: float,
+    windows: list[inv.Window],
+    skipped: dict[str, str],
+    started: float,
+) -> None:
+    """Bring the stack up, wait for a steady converged fleet, then load and faults."""
     from tests.e2e.harness import start_system
 
+    p.postgres = start_services(p.redis, p.postgres, skipped)
+    p.system = system = start_system(
+        f"soak-seed{seed}", haproxy_replicas=REPLICAS, controllers=2, api=audited_api()
+    )
+    log(f"stack up; logs in {system.log_dir}")
+    if p.postgres:
+        migrate(p.postgres.url, system.log_dir)
+        p.mirror = start_mirror(system.api.kubeconfig, p.postgres.url, system.log_dir)
+        # Sample only what the mirror can see: a receipt the sampler read before the
+        # mirror's first list may already be replaced (it cost 3 "lost" receipts).
+        wait_mirror_listed(p.mirror)
+    else:
+        skipped["mirror"] = "no private database for the mirror"
+    for objects in workload():
+        system.apply(objects)
+    p.sampler = sampler = Sampler(str(system.api.kubeconfig), system.token)
+    sampler.start()
+    p.faults = faults = Faults(system, sampler, rng, HOSTS, REPLICAS, p.redis, p.postgres)
+    try:
+        stack.wait_for(faults.healthy, 240, interval=1, what="initial convergence")
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc} ({faults.unhealthy})") from None
+    # Judge from the converged fleet on: the first deployments come in a burst
+    # (backends turning Ready) faster than the sampler reads the intent, and the
+    # fleet can look converged for one sample in the middle of it (seed 1: healthy
+    # on one plan, then two more plans within a second), so it must stay so.
+    p.judged_from = wait_steady(faults, sampler, STEADY_SECONDS)
+    log(f"converged in {time.time() - started:.1f}s; load on, faults for {minutes} min")
+    p.load = LoadGenerator(sampler, HOSTS)
+    p.load.start()
+    time.sleep(5)  # steady state first
+    run_faults(faults, rng, minutes, windows)
+
+
+def stop_traffic(p: SoakProcesses) -> None:
+    if p.load is not None:
+        p.load.stop()
+    if p.sampler is not None:
+        p.sampler.stop()
+        p.sampler.join(timeout=10)
+
+
+def stop_all(
+    p: SoakProcesses, workdir: Path, broke_down: str, hub_rounds: int, results: list[inv.Result]
+) -> str:
+    """Stop everything the run started; the hub rounds run in between (appending to
+    results) when the run did not break down. Returns what broke down in the hub rounds."""
+    log("stopping")
+    hub_broke = ""
+    if p.mirror is not None:
+        p.mirror.stop(grace=10)
+    if p.system is not None:
+        if broke_down:
+            keep_pod_logs(p.system)
+        p.system.stop()
+    # The hub's controllers use the soak's own Redis (os.environ), so before it stops.
+    if hub_rounds and not broke_down:
+        hub_log: list[FaultLog] = p.faults.log if p.faults is not None else []
+        hub_results, hub_broke = run_hub_rounds(hub_rounds, hub_log)
+        results += hub_results
+    if p.postgres is not None:
+        p.postgres.stop()
+    p.redis.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+    return hub_broke
+
+
+def run(minutes: float, seed: int, report_path: Path, hub_rounds: int = 1) -> int:
     rng = random.Random(seed)
     workdir = Path(tempfile.mkdtemp(prefix="haptic-soak-"))
     os.chmod(workdir, 0o755)
-    redis = Redis(workdir / "redis")
-    postgres: Postgres | None = Postgres(workdir / "postgres")
+    p = SoakProcesses(Redis(workdir / "redis"), Postgres(workdir / "postgres"))
     skipped: dict[str, str] = {}
-    system = mirror = sampler = load = None
     windows: list[inv.Window] = []
     results: list[inv.Result] = []
-    faults: Faults | None = None
     started = ended = time.time()
     machine_info = machine()  # the revision the processes start from, not the one at the end
     load_at_start = os.getloadavg()  # the machine is shared: its load explains the timings
-    judged_from = 0
     broke_down = ""
     # Everything started below is stopped in the outer finally, whatever happens (an
     # exception, Ctrl-C or SIGTERM): no process of the soak outlives it.
     try:
         try:
-            postgres = start_services(redis, postgres, skipped)
-            system = start_system(
-                f"soak-seed{seed}", haproxy_replicas=REPLICAS, controllers=2, api=audited_api()
-            )
-            log(f"stack up; logs in {system.log_dir}")
-            if postgres:
-                migrate(postgres.url, system.log_dir)
-                mirror = start_mirror(system.api.kubeconfig, postgres.url, system.log_dir)
-                # Sample only what the mirror can see: a receipt the sampler read before the
-                # mirror's first list may already be replaced (it cost 3 "lost" receipts).
-                wait_mirror_listed(mirror)
-            else:
-                skipped["mirror"] = "no private database for the mirror"
-            for objects in workload():
-                system.apply(objects)
-            sampler = Sampler(str(system.api.kubeconfig), system.token)
-            sampler.start()
-            faults = Faults(system, sampler, rng, HOSTS, REPLICAS, redis, postgres)
-            try:
-                stack.wait_for(faults.healthy, 240, interval=1, what="initial convergence")
-            except TimeoutError as exc:
-                raise TimeoutError(f"{exc} ({faults.unhealthy})") from None
-            # Judge from the converged fleet on: the first deployments come in a burst
-            # (backends turning Ready) faster than the sampler reads the intent, and the
-            # fleet can look converged for one sample in the middle of it (seed 1: healthy
-            # on one plan, then two more plans within a second), so it must stay so.
-            judged_from = wait_steady(faults, sampler, STEADY_SECONDS)
-            log(f"converged in {time.time() - started:.1f}s; load on, faults for {minutes} min")
-            load = LoadGenerator(sampler, HOSTS)
-            load.start()
-            time.sleep(5)  # steady state first
-            run_faults(faults, rng, minutes, windows)
+            drive(p, seed, rng, minutes, windows, skipped, started)
         except Exception:
             broke_down = traceback.format_exc()
             log("run broke down:\n" + broke_down)
@@ -258,45 +315,43 @@ def run(minutes: float, seed: int, report_path: Path, hub_rounds: int = 1) -> in
             log("interrupted; checking what ran")
         finally:
             ended = time.time()
-            if load is not None:
-                load.stop()
-            if sampler is not None:
-                sampler.stop()
-                sampler.join(timeout=10)
+            stop_traffic(p)
         try:
             results = check_all(
-                system, sampler, load, mirror, postgres, windows, skipped, ended, judged_from
+                p.system,
+                p.sampler,
+                p.load,
+                p.mirror,
+                p.postgres,
+                windows,
+                skipped,
+                ended,
+                p.judged_from,
             )
-            if faults is not None:
-                results.append(inv.check_gauge_after_convergence(faults.gauge_readings))
-                results.append(inv.check_incremental_agrees(faults.mismatch_readings))
-                results.append(inv.check_gate_refusals(faults.gate_refusals))
+            if p.faults is not None:
+                results.append(inv.check_gauge_after_convergence(p.faults.gauge_readings))
+                results.append(inv.check_incremental_agrees(p.faults.mismatch_readings))
+                results.append(inv.check_gate_refusals(p.faults.gate_refusals))
         except Exception:
             broke_down += traceback.format_exc()
     finally:
-        log("stopping")
-        if mirror is not None:
-            mirror.stop(grace=10)
-        if system is not None:
-            if broke_down:
-                keep_pod_logs(system)
-            system.stop()
-        # The hub's controllers use the soak's own Redis (os.environ), so before it stops.
-        if hub_rounds and not broke_down:
-            hub_log: list[FaultLog] = faults.log if faults is not None else []
-            hub_results, hub_broke = run_hub_rounds(hub_rounds, hub_log)
-            results += hub_results
-            broke_down += hub_broke
-        if postgres is not None:
-            postgres.stop()
-        redis.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        broke_down += stop_all(p, workdir, broke_down, hub_rounds, results)
     report = build_report(
-        minutes, seed, started, ended, faults, windows, results, load, sampler, skipped, broke_down
+        minutes,
+        seed,
+        started,
+        ended,
+        p.faults,
+        windows,
+        results,
+        p.load,
+        p.sampler,
+        skipped,
+        broke_down,
     )
     report["machine"] = machine_info
     report["load_average"] = {"start": load_at_start, "end": os.getloadavg()}
-    return finish(report, report_path, system, broke_down)
+    return finish(report, report_path, p.system, broke_down)
 
 
 def finish(report: dict[str, Any], report_path: Path, system: Any, broke_down: str) -> int:

@@ -10,7 +10,7 @@ followed without a restart).
 
 from controller.election.elector import ElectionCallbacks, LeaderElector
 from controller.election.record import EPOCH_ANNOTATION
-from controller.election.supervisor import ElectionSupervisor
+from controller.election.rounds import ElectionSupervisor
 from controller.election.term import FencingToken, Term
 from controller.election.timing import (
     DEFAULT_LEASE_NAME,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.election.clock import SYSTEM_CLOCK, Clock
+from controller.retained import intent
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,12 @@ class FencingToken:
     epoch: int
     lease_name: str
     namespace: str
+
+    @property
+    def term(self) -> intent.Term:
+        """The (holder, epoch) value this token names, the same type the retained state
+        records (a claim, an intent's writer); read-only, so it cannot lift the epoch."""
+        return intent.Term(self.holder, self.epoch)
 
     def to_dict(self) -> dict[str, Any]:
         return {

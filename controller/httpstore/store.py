@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
+import urllib3.exceptions
+from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter, Gauge
 
 from controller.health import ComponentHealth
@@ -53,13 +55,17 @@ class HTTPStore:
         record_event: Callable[[str, str, str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         transport: httpx.BaseTransport | None = None,
+        user_agent: str = "",
     ) -> None:
         self.template_config = template_config
         self.read_secret = read_secret
         self.health = health
         self.record_event = record_event
         self.clock = clock
-        self.http = httpx.Client(transport=transport, follow_redirects=True)
+        # The replica's User-Agent, as on its Kubernetes requests: a source's log says which
+        # replica fetched (only the leader does).
+        headers = {"User-Agent": user_agent} if user_agent else None
+        self.http = httpx.Client(transport=transport, follow_redirects=True, headers=headers)
         self.states: dict[str, ResourceState] = {}
         self.specs: dict[str, ResourceSpec] = {}
         self.problems: list[str] = []
@@ -139,6 +145,11 @@ class HTTPStore:
                 )
         except KeyError as exc:
             result = cache.FetchResult(error=f"auth Secret {spec.auth_secret} lacks key {exc}")
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            # A transient API error is a failed fetch (accepted body kept, reported), never
+            # an exception out of begin_term, which the term's start calls unguarded.
+            why = f"HTTP {exc.status}" if isinstance(exc, ApiException) else str(exc)
+            result = cache.FetchResult(error=f"auth Secret {spec.auth_secret}: {why}")
         else:
             result = fetch(self.http, spec, headers)
         after = cache.on_fetch(state, result, self.clock(), spec)

@@ -581,6 +581,22 @@ def backend_values(
 
 
 @functools.lru_cache(maxsize=1 << 12)
+def service_values(
+    items: tuple[tuple[str, str], ...], allow_snippets: bool
+) -> tuple[tuple[str, Any], ...]:
+    """backend_values for a Service's annotations, refusing every name that does not shape a
+    backend: an unknown or frontend-only name as on an Ingress, and a route annotation
+    (redirects, access control, rate limits, CORS...), which haptic reads from Ingresses
+    only (docs/annotations.md "Where they apply"). Never dropped silently."""
+    for key, raw in items:
+        value = _check_value(key, raw)
+        if key not in _BACKEND_KEYS and not key.startswith("timeout-"):
+            why = "a route annotation: set it on the Ingress, haptic reads it from Ingresses only"
+            raise InvalidAnnotation(PREFIX + key, value, why)
+    return backend_values(items, allow_snippets)
+
+
+@functools.lru_cache(maxsize=1 << 12)
 def merge_backend(
     defaults: BackendPolicy,
     ingress: tuple[tuple[str, Any], ...],

@@ -230,7 +230,7 @@ class _Builder:
             svc = self.svc_index.get(key)
             meta = (svc.get("metadata") or {}) if svc is not None else {}
             try:
-                self._svc_values[key] = ann.backend_values(
+                self._svc_values[key] = ann.service_values(
                     ann.ours(meta.get("annotations")), self.settings.allow_snippets
                 )
             except ann.InvalidAnnotation as exc:
@@ -311,7 +311,11 @@ class _Builder:
             try:
                 pem = tls_certificate(self.secret_index.get((namespace, secret_name)), where)
             except InvalidObject as exc:
-                warn(self.warnings, "Ingress", key, exc.reason, f"{exc}; TLS for it skipped")
+                # Never redirect to an HTTPS that cannot serve the host (docs/annotations.md
+                # "TLS"): the Ingress stays on HTTP until its Secret loads.
+                why = "; HTTP is not redirected to HTTPS" if route.ssl_redirect else ""
+                warn(self.warnings, "Ingress", key, exc.reason, f"{exc}; TLS for it skipped{why}")
+                route = replace(route, ssl_redirect=False)
                 continue
             tls_files.append(((namespace, secret_name), pem, tls_hosts))
         own = items or route != ann.DEFAULT_ROUTE

@@ -482,17 +482,24 @@ def tls_certificate(secret: Mapping[str, Any] | None, where: str) -> bytes:
     missing or undecodable Secret must not take the whole configuration down with it.
     """
     if secret is None:
-        raise InvalidObject(f"{where}: secret not found")
+        raise InvalidObject(f"{where}: secret not found", m.SECRET_NOT_FOUND)
     if secret.get("type", "kubernetes.io/tls") != "kubernetes.io/tls":
-        raise InvalidObject(f"{where}: secret type {secret.get('type')!r} is not kubernetes.io/tls")
+        raise InvalidObject(
+            f"{where}: secret type {secret.get('type')!r} is not kubernetes.io/tls",
+            m.INVALID_SECRET,
+        )
     data = secret.get("data") or {}
     try:
         crt = base64.b64decode(data["tls.crt"], validate=True)
         key = base64.b64decode(data["tls.key"], validate=True)
     except (KeyError, TypeError, binascii.Error) as exc:
-        raise InvalidObject(f"{where}: tls.crt/tls.key missing or not base64") from exc
+        raise InvalidObject(
+            f"{where}: tls.crt/tls.key missing or not base64", m.INVALID_SECRET
+        ) from exc
     if b"-----BEGIN CERTIFICATE-----" not in crt or b"PRIVATE KEY-----" not in key:
-        raise InvalidObject(f"{where}: tls.crt/tls.key are not PEM certificate and key")
+        raise InvalidObject(
+            f"{where}: tls.crt/tls.key are not PEM certificate and key", m.INVALID_SECRET
+        )
     return crt.rstrip(b"\n") + b"\n" + key.rstrip(b"\n") + b"\n"
 
 

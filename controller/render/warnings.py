@@ -21,7 +21,7 @@ from typing import Any
 from kubernetes import client
 from prometheus_client import Gauge
 
-from contract import GROUP, TEMPLATE_PLURAL, VERSION
+from contract import CONTROLLER_COMPONENT, GROUP, TEMPLATE_PLURAL, VERSION
 from controller.metrics import RENDER_WARNINGS_TOTAL
 from controller.render.model import REASONS, RenderWarning
 
@@ -32,7 +32,7 @@ RENDER_WARNINGS = Gauge(
     "Objects the last render skipped or degraded, by reason.",
     ["reason"],
 )
-COMPONENT = "haptic-controller"
+COMPONENT = CONTROLLER_COMPONENT
 API_VERSIONS = {
     "Ingress": "networking.k8s.io/v1",
     "IngressClass": "networking.k8s.io/v1",

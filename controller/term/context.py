@@ -63,7 +63,7 @@ class TermContext:
     _adopted: Any = None  # the token after a Reclaim lifted the epoch
 
     def __post_init__(self) -> None:
-        self.term = IntentTerm(self.token.holder, self.token.epoch)
+        self.term = self.token.term
         self.objects = Objects(self.api_client, self.template.namespace)
         self.store = RetainedStateStore(
             self.api_client, self.template, self.token.lease_name, self.token.namespace

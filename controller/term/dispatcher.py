@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from contract import PodAction
 from controller.deploy.deployer import PodOutcome
 from controller.deploy.scheduler import DeploymentScheduler, Dispatch, Idle, WaitUntil
 from controller.fencing import StaleTerm
@@ -41,6 +42,12 @@ AGENT_CHECK_INTERVAL = 5.0
 def summarize_outcomes(outcomes: Sequence[PodOutcome]) -> dict[str, str]:
     """Pod -> what its agent did, `refused: <reason>: <why>` or `failed: <why>`."""
     return {o.pod.name: o.summary for o in outcomes}
+
+
+def _is_error(summary: str) -> bool:
+    """The push to that pod failed or was refused (read from the action its summary names)."""
+    action = PodAction.of_summary(summary)
+    return action is not None and action.is_error
 
 
 def _now() -> str:
@@ -400,7 +407,7 @@ class Dispatcher:
         if new and output is not None:
             assert self.ctx.run_deployment is not None
             results = self.ctx.run_deployment(output, new)
-            failed = {p for p, what in results.items() if what.startswith(("failed", "refused"))}
+            failed = {p for p, what in results.items() if _is_error(what)}
             if failed:
                 self._known_pods -= failed
                 self._retry_pods_at = time.monotonic() + PUSH_RETRY_DELAY

@@ -16,8 +16,8 @@ from .ipam import LoopbackBlock
 from .kube import Handler, Informer, Obj, make_api_client
 from .kubelet import Kubelet, now_rfc3339
 from .kubeletapi import KubeletServer
+from .processes import sweep
 from .registration import KUBELET_PORT, LOCAL_NODE_ADDRESS, NodeRegistration, report
-from .supervisor import sweep
 
 log = logging.getLogger(__name__)
 

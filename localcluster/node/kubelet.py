@@ -28,7 +28,7 @@ from .kube import Obj, normalized, raw, retry_on_conflict, rv_newer, status_of
 from .podenv import EnvError, RefData, container_argv, container_env, referenced_objects
 from .probe_logic import ProbeSpec, ProbeState, record, restart_backoff
 from .probes import run_handler
-from .supervisor import MARKER_ENV, ContainerProcess
+from .processes import MARKER_ENV, ContainerProcess
 from .volumes import mount_map, translate, volume_dir, volume_files, volume_refs
 
 log = logging.getLogger(__name__)

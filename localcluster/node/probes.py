@@ -8,7 +8,7 @@ import ssl
 from pathlib import Path
 from typing import Any
 
-from .supervisor import run_exec
+from .processes import run_exec
 
 
 def resolve_port(port: int | str, container: dict[str, Any]) -> int:

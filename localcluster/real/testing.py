@@ -5,30 +5,68 @@ from __future__ import annotations
 
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
-import unittest
+import threading
 from pathlib import Path
 from typing import Any
 
-from localcluster.testing import ClusterHandle
+from localcluster.testing import ClusterHandle, FaultAdmin, launch_server
 
-from .cluster import ControlPlane, start_many
-
-
-class FaultsUnsupported(unittest.SkipTest):
-    """Fault injection is a feature of the local API server's admin port only; a test that
-    asks the real cluster for it is skipped (pytest honours unittest.SkipTest)."""
+from . import pki
+from .cluster import ControlPlane, client_certificate, start_many, write_kubeconfig
 
 
-class RealApiServer(ClusterHandle):
-    """etcd + kube-apiserver + controller manager + scheduler, admin kubeconfig in
-    `state_dir/kubeconfig`; `node()` makes the local node that serves as its kubelet."""
+class FaultProxyProcess:
+    """`python -m localcluster.real.faultproxy` in front of one control plane's API server
+    (localcluster/real/faultproxy.py), with its kubeconfig: the admin one with the proxy as
+    its server."""
 
-    admin_url = ""
+    def __init__(self, plane: ControlPlane, timeout: float = 30.0) -> None:
+        cmd = [
+            sys.executable, "-m", "localcluster.real.faultproxy", "--upstream", plane.url,
+            "--pki", str(plane.pki),
+        ]  # fmt: skip
+        self.proc, self.url, self.admin_url = launch_server(cmd, "proxy", timeout)
+        self.output: list[str] = []
+        self._drain = threading.Thread(target=self._read_rest, daemon=True)
+        self._drain.start()
+        self.kubeconfig = plane.state_dir / "proxy.kubeconfig"
+        user = client_certificate(plane.pki, pki.ADMIN.file_stem)
+        write_kubeconfig(self.kubeconfig, self.url, plane.pki / "ca.crt", user)
+
+    def _read_rest(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._drain.join(timeout=5)
+
+
+class RealApiServer(ClusterHandle, FaultAdmin):
+    """etcd + kube-apiserver + controller manager + scheduler behind a fault proxy: `url` and
+    `kubeconfig` are the proxy's, so add_fault() acts on this handle's clients as on the local
+    server's (`plane.url` and `plane.kubeconfig` reach the API server directly); `node()`
+    makes the local node that serves as its kubelet (it talks to the API server directly)."""
 
     def __init__(self, plane: ControlPlane, own_dir: bool) -> None:
         self.plane = plane
         self._own_dir = own_dir
+        try:
+            self.proxy = FaultProxyProcess(plane)
+        except BaseException:
+            self._stop_servers(15.0)
+            raise
+        self.admin_url = self.proxy.admin_url
 
     @classmethod
     def start(
@@ -50,11 +88,11 @@ class RealApiServer(ClusterHandle):
             plane.crd_dir = None
         try:
             plane.start(timeout=timeout)
+            return cls(plane, own_dir)
         except BaseException:
             if own_dir:
                 shutil.rmtree(state_dir, ignore_errors=True)
             raise
-        return cls(plane, own_dir)
 
     @classmethod
     def start_many(cls, count: int, timeout: float = 180.0) -> list[RealApiServer]:
@@ -67,11 +105,23 @@ class RealApiServer(ClusterHandle):
             for d in dirs:
                 shutil.rmtree(d, ignore_errors=True)
             raise
-        return [cls(plane, own_dir=True) for plane in planes]
+        started: list[RealApiServer] = []
+        try:
+            for plane in planes:
+                started.append(cls(plane, own_dir=True))
+        except BaseException:
+            for server in started:
+                server.stop()
+            for plane in planes[len(started) :]:
+                plane.stop()
+            for d in dirs:
+                shutil.rmtree(d, ignore_errors=True)
+            raise
+        return started
 
     @property
     def url(self) -> str:
-        return self.plane.url
+        return self.proxy.url
 
     @property
     def port(self) -> int:
@@ -83,7 +133,7 @@ class RealApiServer(ClusterHandle):
 
     @property
     def kubeconfig(self) -> Path:
-        return self.plane.kubeconfig
+        return self.proxy.kubeconfig
 
     @property
     def audit_log(self) -> Path:
@@ -97,15 +147,6 @@ class RealApiServer(ClusterHandle):
             "pki_dir": self.plane.pki,
         }
 
-    def add_fault(self, **kw: Any) -> int:
-        raise FaultsUnsupported("fault injection needs the local API server")
-
-    def remove_fault(self, fault_id: int) -> None:
-        raise FaultsUnsupported("fault injection needs the local API server")
-
-    def clear_faults(self) -> None:
-        """Nothing to clear: no fault can have been added (a fixture's cleanup calls this)."""
-
     def kill(self) -> None:
         """SIGKILL the API server (a crash); etcd keeps the state for restart()."""
         proc = self.plane.processes.get("kube-apiserver")
@@ -118,4 +159,7 @@ class RealApiServer(ClusterHandle):
         self.plane.restart_apiserver(timeout)
 
     def _stop_servers(self, timeout: float) -> None:
+        proxy = getattr(self, "proxy", None)
+        if proxy is not None:
+            proxy.stop()
         self.plane.stop()

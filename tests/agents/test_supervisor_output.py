@@ -19,7 +19,7 @@ SCRIPT = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from agents.supervisor import Layout, Supervisor
+    from agents.haproxy_process import Layout, Supervisor
     data = Path(sys.argv[1])
     layout = Layout(data, data)
     layout.config_root.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ from celery import signals
 from kubernetes import client
 
 from controller.leader_tasks import Fence, leader_task
-from controller.worker import LeaderComponents, ReplicaComponents, install
+from controller.replica_runtime import LeaderComponents, ReplicaComponents, install
 from haptic_site.celery import app
 
 install(app)  # idempotent; haptic_site.celery already did it

@@ -37,7 +37,7 @@ def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture
 def registries() -> Iterator[None]:
     """Empty component registries for a ReplicaRuntime under test, restored afterwards."""
-    from controller.worker import LeaderComponents, ReplicaComponents
+    from controller.replica_runtime import LeaderComponents, ReplicaComponents
 
     saved = (LeaderComponents.registered(), ReplicaComponents.registered())
     LeaderComponents.clear()

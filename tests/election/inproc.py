@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from controller.election.elector import ElectionCallbacks, LeaderElector
 from controller.election.lease_store import KubeLeaseStore
 from controller.election.metrics import ElectionMetrics
-from controller.election.supervisor import ElectionSupervisor
+from controller.election.rounds import ElectionSupervisor
 from controller.election.term import Term
 from controller.election.timing import ElectionTiming
 from tests.election.conftest import NAMESPACE

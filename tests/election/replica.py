@@ -25,7 +25,7 @@ from controller.election.events import EventRecorder
 from controller.election.lease_store import KubeLeaseStore
 from controller.election.lease_watch import LeaseWatch
 from controller.election.record import LeaseRecord
-from controller.election.supervisor import ElectionSupervisor
+from controller.election.rounds import ElectionSupervisor
 from controller.election.term import Term
 from controller.election.timing import ElectionTiming
 

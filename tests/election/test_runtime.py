@@ -12,7 +12,12 @@ import pytest
 
 from controller.election.timing import ElectionSettings, ElectionTiming
 from controller.fencing import check_term
-from controller.worker import LeaderComponents, ReplicaComponents, ReplicaRuntime, RuntimeConfig
+from controller.replica_runtime import (
+    LeaderComponents,
+    ReplicaComponents,
+    ReplicaRuntime,
+    RuntimeConfig,
+)
 from tests.election.conftest import NAMESPACE, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]

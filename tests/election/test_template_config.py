@@ -23,7 +23,7 @@ from controller.election.template_config import (
     load_election_settings,
 )
 from controller.election.timing import ElectionSettings, ElectionTiming
-from controller.worker import ReplicaRuntime, RuntimeConfig
+from controller.replica_runtime import ReplicaRuntime, RuntimeConfig
 from tests.election.conftest import NAMESPACE, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]

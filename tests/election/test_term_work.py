@@ -8,7 +8,7 @@ import time
 import pytest
 
 from controller.election.term import FencingToken, Term
-from controller.worker import TermWork, _Component
+from controller.replica_runtime import TermWork, _Component
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -77,3 +77,15 @@ def test_drain_runs_only_while_the_term_is_valid() -> None:
     term.end("lost")
     work.drain(timeout=5)
     assert drained == [True]
+
+
+def test_a_token_names_its_term_as_the_retained_state_records_it() -> None:
+    from controller.retained.intent import Claim, claim_outranks
+
+    token = FencingToken("a", 7, "haptic-leader", "haptic")
+    assert token.term == Claim("a", 7)
+    # The same value the retained state compares: a claim at a later epoch outranks it.
+    assert claim_outranks(Claim("b", 8), token.term)
+    assert not claim_outranks(Claim("a", 7), token.term)
+    with pytest.raises(AttributeError):
+        token.term = Claim("a", 8)  # type: ignore[misc]

@@ -160,3 +160,45 @@ def test_a_term_fetches_before_it_returns_and_refetches_on_the_interval(server) 
         assert len(sources["map"].requests) == fetched
     finally:
         store.close()
+
+
+def test_an_api_error_reading_the_auth_secret_is_a_failed_fetch_not_a_failed_term(server) -> None:
+    # runtime._start_term calls begin_term unguarded: a transient API error on the Secret
+    # read must not escape it (README "HTTP resources"), it is reported like any failed fetch.
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import ReadTimeoutError
+
+    base, sources = server
+    sources["tok"] = Source(b"list", authorization="Bearer s3cr3t")
+    template = _template(base, tok={"auth": {"type": "bearer", "secretRef": {"name": "tok"}}})
+    health = ComponentHealth()
+    events: list[tuple[str, str, str]] = []
+    faults: list[Exception] = [ApiException(status=500, reason="Internal Server Error")]
+
+    def read_secret(_name: str) -> dict[str, str]:
+        if faults:
+            raise faults[0]
+        return {"token": "s3cr3t"}
+
+    store = HTTPStore(
+        lambda: template, read_secret, health=health, record_event=lambda *e: events.append(e)
+    )
+    try:
+        faults.clear()
+        store.refresh(force=True)
+        store.settle({"tok": Version("list").digest}, accepted=True)
+        errors_before = _sample("haptic_http_resource_fetch_errors_total", "tok") or 0
+        faults.append(ApiException(status=500, reason="Internal Server Error"))
+        store.begin_term()  # must not raise
+        assert store.render_view() == {"tok": "list"}  # the accepted body is kept
+        assert "auth Secret tok" in _healthz(health) and "500" in _healthz(health)
+        faults[0] = ReadTimeoutError(None, "/api/v1/secrets/tok", "read timed out")
+        store.refresh(force=True)
+        assert _sample("haptic_http_resource_fetch_errors_total", "tok") == errors_before + 2
+        assert [e[1] for e in events] == ["HTTPResourceFetchFailed"]
+        assert "timed out" in _healthz(health)
+        faults.clear()
+        store.refresh(force=True)
+        assert _healthz(health) is None
+    finally:
+        store.close()

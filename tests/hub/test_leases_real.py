@@ -11,7 +11,7 @@ from kubernetes import client
 
 from controller.election import ElectionTiming, LeaderElector
 from controller.election.lease_store import KubeLeaseStore
-from controller.election.supervisor import ElectionSupervisor
+from controller.election.rounds import ElectionSupervisor
 from controller.hub.config import HaMode, HubConfig
 from controller.hub.elector import HubElector, LeaseHeld
 from controller.hub.epoch import EpochClaim

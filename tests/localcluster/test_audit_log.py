@@ -32,7 +32,7 @@ def audited(tmp_path: Path) -> Iterator[tuple[ApiServer, Path]]:
 
 def replica_client(api: ApiServer, identity: str) -> kubernetes.client.ApiClient:
     c = api.api_client()
-    c.user_agent = replica_user_agent(identity)  # as controller/worker.py names its client
+    c.user_agent = replica_user_agent(identity)  # as controller/replica_runtime.py names its client
     return c
 
 

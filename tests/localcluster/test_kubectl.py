@@ -20,6 +20,7 @@ from kubernetes import client
 
 from localcluster.node.agent import DEFAULT_NODE_NAME
 from localcluster.testing import cluster_with_node
+from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
 
@@ -316,3 +317,13 @@ def test_get_events_and_ingresses_show_columns(kubectl: Kubectl, ns: str) -> Non
     assert lines[0].split() == ["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"]
     # ADDRESS is empty until a controller writes status.loadBalancer.
     assert lines[1].split()[:4] == ["ing", "<none>", "a.example", "80"]
+
+
+def test_get_ingressclasses(kubectl: Kubectl) -> None:
+    """Issue 16, item 6: the shipped class applied with kubectl and listed as on a real
+    cluster (NAME, CONTROLLER, PARAMETERS, AGE)."""
+    kubectl.run("apply", "-f", str(REPO_ROOT / "deploy" / "ingressclass.yaml"))
+    lines = kubectl.run("get", "ingressclasses").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "CONTROLLER", "PARAMETERS", "AGE"]
+    row = next(line.split() for line in lines[1:] if line.split()[0] == "haptic")
+    assert row[1:3] == ["haproxy-haptic.org/controller", "<none>"]

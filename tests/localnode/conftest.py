@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from localcluster.node import NodeAgent
-from localcluster.node.supervisor import MARKER_ENV, marked_pids
+from localcluster.node.processes import MARKER_ENV, marked_pids
 from localcluster.testing import ApiServer, cluster_with_node
 
 from .support import pids_with_env, wait_for

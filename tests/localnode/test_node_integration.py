@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes import client, watch
 
-from localcluster.node.supervisor import MARKER_ENV
+from localcluster.node.processes import MARKER_ENV
 
 from .conftest import Cluster
 from .support import pids_with_env, wait_for

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kubernetes import client, config
 
-from localcluster.node.supervisor import MARKER_ENV
+from localcluster.node.processes import MARKER_ENV
 from localcluster.testing import ApiServer
 
 from .support import pids_with_env, wait_for

@@ -6,7 +6,7 @@ import os
 import signal
 from pathlib import Path
 
-from localcluster.node.supervisor import MARKER_ENV, ContainerProcess, run_exec, sweep
+from localcluster.node.processes import MARKER_ENV, ContainerProcess, run_exec, sweep
 
 from .support import pids_with_env, wait_for
 

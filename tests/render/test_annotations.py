@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from controller.render import RenderInput, render
@@ -70,7 +70,7 @@ def _backend(out, name: str) -> str:
 # annotation -> value -> what its backend must contain
 RENDERED = [
     ("ssl-redirect", "true", "http-request redirect scheme https code 302 if !{ ssl_fc }"),
-    ("path-rewrite", "/old/(.*) /new/\\1", "http-request replace-path /old/(.*) /new/\\1"),
+    ("path-rewrite", "/old/(.*) /new/\\1", "http-request replace-path '/old/(.*)' '/new/\\1'"),
     ("request-redirect", "example.org", "redirect prefix %[ssl_fc,iif(https,http)]://example.org"),
     ("request-set-header", "X-A 1", 'http-request set-header X-A "1"'),
     ("response-set-header", "X-B 2", 'http-response set-header X-B "2"'),
@@ -216,6 +216,40 @@ def test_an_invalid_service_annotation_skips_the_routes_to_it() -> None:
     assert out.plan["maps"]["maps/path-prefix.map"] == {}
     out = _render({}, {"maxconn": "-1"})
     assert {(w.kind, w.reason) for w in out.warnings} == {("Service", "InvalidAnnotation")}
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "why"),
+    [
+        ("not-an-annotation", "x", "unknown annotation"),
+        ("timeout-client", "5s", "applies to the frontend"),
+        ("rate-limit-requests", "5", "set it on the Ingress"),
+        ("allow-list", "10.0.0.0/8", "set it on the Ingress"),
+        ("ssl-redirect", "true", "set it on the Ingress"),
+        ("cors-enable", "true", "set it on the Ingress"),
+    ],
+)
+def test_a_service_annotation_haptic_does_not_apply_to_a_backend_is_refused(
+    key: str, value: str, why: str
+) -> None:
+    # Never dropped silently (docs/annotations.md "Where they apply"): the warning names
+    # the annotation and the Service, and the routes to that Service are skipped.
+    out = _render({}, {key: value})
+    assert [(w.kind, w.name, w.reason) for w in out.warnings] == [
+        ("Service", "web", "InvalidAnnotation")
+    ]
+    assert f"haproxy.org/{key}" in out.warnings[0].message and why in out.warnings[0].message
+    assert out.plan["maps"]["maps/path-prefix.map"] == {}
+    assert check_output(out).accepted
+
+
+def test_a_missing_default_certificate_is_reported_as_secret_not_found() -> None:
+    config = b.template_config()
+    config["spec"]["templateLibraries"]["ingress"]["defaultCertificate"] = f"{NS}/nowhere"
+    out = _render({}, config=config)
+    assert [(w.kind, w.name, w.reason) for w in out.warnings] == [
+        ("Secret", "nowhere", "SecretNotFound")
+    ]
 
 
 def test_a_missing_auth_secret_skips_the_ingress_rather_than_serving_it_open() -> None:
@@ -466,6 +500,7 @@ _REGEX_ALPHABET = "ab/.^$*+?()[]{}|-:,=!<>\\PNuUdwsZ019x"
 
 @settings(max_examples=15, deadline=None)
 @given(st.lists(st.text(_REGEX_ALPHABET, max_size=12), min_size=1, max_size=60))
+@example(["\\\\"])  # a path-rewrite matching a literal backslash (found by hypothesis)
 def test_every_regex_haptic_accepts_compiles_in_haproxy(texts: list[str]) -> None:
     # Python's re decides what the render accepts; the real haproxy (PCRE) must compile each
     # of those as the templates use them (a regex path's pattern after its host key, a
@@ -488,7 +523,7 @@ def test_every_regex_haptic_accepts_compiles_in_haproxy(texts: list[str]) -> Non
             rewrite = route_policy((("path-rewrite", f"{path} /x"),)).path_rewrite
         except InvalidAnnotation:
             continue
-        lines.append(f"    http-request replace-path {rewrite[0]} {rewrite[1]}")
+        lines.append(f"    http-request replace-path '{rewrite[0]}' '{rewrite[1]}'")
     config = "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n"
     config += "    timeout connect 1s\nfrontend f\n    bind 127.0.0.1:1\n" + "\n".join(lines)
     with tempfile.NamedTemporaryFile("w", suffix=".cfg") as f:

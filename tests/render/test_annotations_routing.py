@@ -609,3 +609,99 @@ def test_server_proto_h2_speaks_http2_to_the_endpoints(tmp_path: Path) -> None:
     finally:
         endpoint.terminate()
         endpoint.wait(timeout=10)
+
+
+class _Failing(BaseHTTPRequestHandler):
+    """Answers 500 to everything: an endpoint a default HTTP check takes out of rotation."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        data = b'{"label": "failing"}'
+        self.send_response(500)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _two_endpoints(service: dict, port: int, tmp_path: Path):
+    """Render one Ingress to `service` with endpoints 127.0.0.1 and 127.0.0.2 on `port`."""
+    out = render(
+        RenderInput(
+            b.template_config(),
+            ingresses=[_ing("two", "two")],
+            services=[service],
+            endpointslices=[
+                b.endpointslice(
+                    NS, "two", [b.endpoint("127.0.0.1"), b.endpoint("127.0.0.2")], [(None, port)]
+                )
+            ],
+        )
+    )
+    assert out.warnings == ()
+    write_tree(out, tmp_path / "tree")
+    return out
+
+
+def _answers(pod_ip: str, count: int) -> list[str]:
+    """Who answered `count` requests to two.test: a label, or "timeout"."""
+    got = []
+    for _ in range(count):
+        conn = http.client.HTTPConnection(pod_ip, 8080, timeout=1.5)
+        try:
+            conn.request("GET", "/", headers={"Host": "two.test"})
+            got.append(json.loads(conn.getresponse().read())["label"])
+        except (TimeoutError, OSError):
+            got.append("timeout")
+        finally:
+            conn.close()
+    return got
+
+
+def test_default_health_check_takes_a_hung_endpoint_out_of_rotation(tmp_path: Path) -> None:
+    # The hung pod accepts TCP (the kernel completes the handshake) and never answers: a
+    # TCP check passes it, the default HTTP check (docs/annotations.md "Backends, health
+    # checks, logs") takes it out within a few intervals of the default 2 s.
+    healthy = _start("healthy")
+    port = healthy.server_address[1]
+    hung = socket.socket()
+    hung.bind(("127.0.0.2", port))
+    hung.listen(64)
+    try:
+        _two_endpoints(b.service(NS, "two", [(None, 80, port)]), port, tmp_path)
+        with serving([tmp_path / "tree" / "haproxy.cfg"]) as pod_ip:
+            start = time.monotonic()
+            while time.monotonic() - start < 20:
+                if _answers(pod_ip, 6) == ["healthy"] * 6:
+                    break
+            took = time.monotonic() - start
+            assert _answers(pod_ip, 10) == ["healthy"] * 10, f"after {took:.1f}s"
+            print(f"hung endpoint out of rotation after {took:.1f}s")
+    finally:
+        hung.close()
+        healthy.shutdown()
+        healthy.server_close()
+
+
+def test_check_false_renders_no_check_and_keeps_every_endpoint_in_rotation(
+    tmp_path: Path,
+) -> None:
+    healthy = _start("healthy")
+    port = healthy.server_address[1]
+    failing = ThreadingHTTPServer(("127.0.0.2", port), _Failing)
+    threading.Thread(target=failing.serve_forever, daemon=True).start()
+    try:
+        svc = _annotated(b.service(NS, "two", [(None, 80, port)]), check="false")
+        out = _two_endpoints(svc, port, tmp_path)
+        text = out.config.decode()
+        assert " check" not in text.split("\nbackend default_two_80\n")[1].split("\nbackend ")[0]
+        with serving([tmp_path / "tree" / "haproxy.cfg"]) as pod_ip:
+            time.sleep(3)  # more than the default interval: no check would have run either
+            assert set(_answers(pod_ip, 10)) == {"healthy", "failing"}
+    finally:
+        for server in (healthy, failing):
+            server.shutdown()
+            server.server_close()

@@ -214,14 +214,19 @@ def test_broken_ingresses_are_isolated_from_the_others() -> None:
     for name in ("bad-host", "bad-path", "bad-type", "bad-port", "bad-spec", "bad-rules",
                  "resource", "half-broken"):  # fmt: skip
         assert any(f"default/{name}" in str(w) for w in out.warnings), name
+    reasons = {w.name: w.reason for w in out.warnings}
+    assert reasons["resource"] == "UnsupportedBackend"
+    assert reasons["bad-host"] == "InvalidObject"
     verdict = check_output(out)
     assert verdict.accepted, verdict.output
 
 
 def test_missing_or_bad_tls_secret_skips_only_the_certificate() -> None:
     inp = tls()
-    for secrets in ([], [{**b.tls_secret("secure", "site-tls"), "data": {"tls.crt": "!!"}}]):
+    bad = [{**b.tls_secret("secure", "site-tls"), "data": {"tls.crt": "!!"}}]
+    for secrets, reason in (([], "SecretNotFound"), (bad, "InvalidSecret")):
         out = render(dataclasses.replace(inp, secrets=secrets))
+        assert [w.reason for w in out.warnings] == [reason]
         assert "crt-lists/crt-list.txt" not in out.paths()
         assert b"ssl crt-list" not in out.config
         assert out.plan["maps"]["maps/hosts.map"] == {"www.example.test": "www.example.test"}

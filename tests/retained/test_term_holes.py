@@ -163,7 +163,7 @@ def test_a_refusal_after_dispatch_reverts_the_pods_and_withdraws_the_output(
     names what they run, /healthz says why, an Event is emitted, publication holds and the
     refused output is never used again.
 
-    Bug (controller/leader.py, controller/runtime.py): the RenderGate got no `on_verdict`,
+    Bug (controller/leader.py, controller/replica.py): the RenderGate got no `on_verdict`,
     so a refused plan stayed `last_good`, the intent named it, and it was pushed to new
     pods and re-deployed by drift prevention."""
     agents, pipeline, _ = harness.lead(2, "4", spare=1)

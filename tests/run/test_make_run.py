@@ -674,7 +674,7 @@ def test_ctrl_c_stops_everything_then_a_second_run_resumes_and_survives_a_kill(
     assert make_run.interrupt() == 0
     print(f"Ctrl-C to clean exit: {time.monotonic() - began:.1f}s")
     assert _alive(make_run.seen) == []
-    from localcluster.node.supervisor import marked_pids
+    from localcluster.node.processes import marked_pids
 
     assert marked_pids(str((make_run.var_dir / "cluster").resolve())) == []
     stopping = [line for line in make_run.lines if "stopped " in line]

@@ -66,3 +66,27 @@ def test_only_the_settings_modules_read_the_environment() -> None:
             if rel not in SETTINGS_MODULES:
                 found += [f"{rel}:{line}" for line in _environ_uses(path)]
     assert found == []
+
+
+def _readme_settings_table() -> str:
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("| setting | default | meaning |")
+    return readme[start : readme.index("\n\n", start)] + "\n"
+
+
+def test_the_readme_settings_table_is_the_generated_one() -> None:
+    # Regenerate with `python -m config.env --markdown` after changing env.SETTINGS.
+    assert _readme_settings_table() == env.settings_markdown()
+
+
+def test_every_listed_setting_is_read_by_product_code() -> None:
+    read: set[str] = set()
+    for top in PRODUCT:
+        for path in (REPO / top).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Call) and node.args:
+                    first = node.args[0]
+                    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                        read.add(first.value)
+    listed = {name for setting in env.SETTINGS for name in setting.names}
+    assert listed - read == set()

@@ -309,9 +309,12 @@ def test_relists_when_the_watch_history_is_gone(
             lambda: Checkpoint.objects.filter(uid=drop["metadata"]["uid"], collected=True).exists(),
             what="deleted checkpoint found by relist",
         )
-        cfg = state("haproxycfgs")
-        # At least the relist on resume (a slow machine may see a later watch expire too).
-        assert cfg.relists_total >= 2 and cfg.last_relist_at >= since
+        # At least the relist on resume (a slow machine may see a later watch expire too);
+        # its MirrorState row is written just after the rows it collected, so wait for it.
+        cfg = eventually(
+            lambda: (c := state("haproxycfgs")).relists_total >= 2 and c, what="relist recorded"
+        )
+        assert cfg.last_relist_at >= since
         assert Checkpoint.objects.get(uid=keep["metadata"]["uid"]).collected is False
         assert Checkpoint.objects.count() == 2
         eventually(lambda: KubeEvent.objects.filter(reason="Filler").count() == 8)
@@ -453,3 +456,46 @@ def test_an_error_is_recorded_with_its_time_and_cleared_once_the_retry_succeeds(
     )
     eventually(lambda: LeadershipTerm.objects.filter(holder="ctrl-after").exists())
     assert state("leases").last_error == ""
+
+
+def test_render_warning_events_in_any_namespace_reach_the_warnings_rows(
+    cluster: Cluster, mirrors: Callable[[Cluster], mirror_module.Mirror]
+) -> None:
+    """The controller writes a render warning's Event in the namespace of the object it is
+    about; the mirror must find it there (cluster-wide, only the controller's own Events) so
+    the dashboard's warnings rows show an Ingress in any namespace (issue 18)."""
+    from checkpoints import queries
+    from controller.render.model import RenderWarning
+    from controller.render.warnings import event_body, warnings_summary
+
+    cluster.core.create_namespace({"metadata": {"name": "shop"}})
+    warning = RenderWarning("Ingress", "shop", "web", "SecretNotFound", "tls secret gone")
+    ours = cluster.core.create_namespaced_event("shop", event_body(warning, "ctrl-a"))
+    theirs = cluster.core.create_namespaced_event(
+        "shop",
+        {
+            "metadata": {"name": "kubelet.pulled"},
+            "involvedObject": {"kind": "Pod", "name": "web-0", "namespace": "shop"},
+            "reason": "Pulled",
+            "message": "not ours",
+            "type": "Normal",
+            "source": {"component": "kubelet"},
+        },
+    )
+    template = cluster.template
+    template["status"] = {"renderWarnings": warnings_summary([warning])}
+    cluster.custom.replace_namespaced_custom_object_status(
+        GROUP, VERSION, NS, "haproxytemplateconfigs", "haptic", template
+    )
+    m = mirrors(cluster)
+    assert m.wait_synced(timeout=30)
+    rows = eventually(lambda: list(queries.current_render_warnings()), what="warning row")
+    assert [(r.namespace, r.involved_kind, r.involved_name, r.reason) for r in rows] == [
+        ("shop", "Ingress", "web", "SecretNotFound")
+    ]
+    assert rows[0].uid == ours.metadata.uid
+    assert not KubeEvent.objects.filter(uid=theirs.metadata.uid).exists()
+    # One that appears while the mirror runs arrives through the watch.
+    later = RenderWarning("Ingress", "shop", "api", "InvalidAnnotation", "bad")
+    event = cluster.core.create_namespaced_event("shop", event_body(later, "ctrl-a"))
+    eventually(lambda: KubeEvent.objects.filter(uid=event.metadata.uid).exists(), what="watch")

@@ -218,6 +218,22 @@ def test_warnings_page_shows_the_last_render_and_filters(viewer: Any) -> None:
     assert warnings["conflict"].message not in by_namespace
 
 
+def test_fleet_page_shows_the_first_warning_rows_and_links_to_all(
+    viewer: Any, monkeypatch: Any
+) -> None:
+    # Issue 18: each skipped or degraded object is a row on the fleet page (object, reason,
+    # message); the first few are there, the warnings page has them all.
+    monkeypatch.setattr("dashboard.views.FLEET_WARNING_ROWS", 1)
+    warnings = f.render_warnings()
+    fleet = login(viewer).get("/").content.decode()
+    first = warnings["missing"]  # rows sort by reason: ServiceNotFound after RouteConflict
+    shown = warnings["conflict"]
+    assert f"<td>{shown.kind} {shown.namespace}/{shown.name}</td>" in fleet
+    assert f"<td>{shown.reason}</td>" in fleet and shown.message in fleet
+    assert first.message not in fleet and warnings["stale"].message not in fleet
+    assert 'href="/warnings/">all 2 warnings</a>' in fleet
+
+
 def test_warnings_pager_keeps_the_filters(viewer: Any, monkeypatch: Any) -> None:
     monkeypatch.setattr("dashboard.views.PAGE_SIZE", 1)
     f.render_warnings()

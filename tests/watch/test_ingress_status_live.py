@@ -144,6 +144,26 @@ def test_publish_service_addresses_win_over_pod_ips() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("publish", "service", "says"),
+    [
+        ("infra/missing", None, "publish Service infra/missing not found"),
+        ("infra/lb", {"spec": {"clusterIP": "None"}}, "publish Service infra/lb has no address"),
+        ("no-slash", None, "publishService 'no-slash' is not 'namespace/name'"),
+    ],
+)
+def test_a_publish_service_that_gives_no_address_is_said_not_silently_dropped(
+    publish: str, service: dict | None, says: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without addresses no Ingress gets a status: the controller log says why (once)."""
+    template = {"spec": {"templateLibraries": {"ingress": {"publishService": publish}}}}
+    with caplog.at_level("WARNING", logger="controller.ingressstatus"):
+        assert fleet_addresses(template, lambda ns, n: service, ["10.0.0.1"]) == []
+        assert fleet_addresses(template, lambda ns, n: service, ["10.0.0.1"]) == []
+    assert [r.getMessage() for r in caplog.records if says in r.getMessage()] != []
+    assert len([r for r in caplog.records if says in r.getMessage()]) == 1
+
+
 _keys = st.sampled_from([f"ns/i{i}" for i in range(6)])
 _entries = st.sampled_from([(), fleet_entries(["10.0.0.1"]), fleet_entries(["lb.example"])])
 

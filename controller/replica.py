@@ -20,7 +20,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from config import env
+from contract import CONTROLLER_COMPONENT
 from controller.deploy.deployer import AgentPool, Deployer
+from controller.election.identity import replica_user_agent
 from controller.election.term import Term
 from controller.election.timing import parse_duration
 from controller.fencing import check_term
@@ -32,16 +34,16 @@ from controller.kubeclient import secret_data
 from controller.leader import LeaderPipeline, LeaderSettings, PlanMemory
 from controller.render.warnings import render_warning_reporter, template_status_writer
 from controller.rendergate import RenderGate, check_output
+from controller.replica_runtime import LeaderComponents, ReplicaComponents, ReplicaRuntime
 from controller.retained.checkpoint import API_VERSION, TemplateRef
 from controller.statusapplier import StatusApplier, cache_lookup
 from controller.templategate import HEALTH_COMPONENT as TEMPLATE_GATE
 from controller.templategate import TemplateGate, template_reporter, validation_runner
 from controller.watch.replica import ReplicaWatch
-from controller.worker import LeaderComponents, ReplicaComponents, ReplicaRuntime
 
 log = logging.getLogger(__name__)
 
-COMPONENT = "haptic-controller"
+COMPONENT = CONTROLLER_COMPONENT
 
 
 def _seconds(value: Any, default: float) -> float:
@@ -118,7 +120,12 @@ class ControllerReplica:
             workload_client=runtime.workload_client,
         )
         # spec.httpResources, fetched only while this replica leads (issue 18).
-        self.http_store = HTTPStore(self._template, self._template_secret, health=self.watch.health)
+        self.http_store = HTTPStore(
+            self._template,
+            self._template_secret,
+            health=self.watch.health,
+            user_agent=replica_user_agent(runtime.identity),
+        )
         self.gate = RenderGate(binary=env.haproxy_bin() or None, on_verdict=self._gate_verdict)
         # A changed template config renders only once its validationTests pass (issue 18).
         self.template_gate = TemplateGate(

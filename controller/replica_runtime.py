@@ -33,7 +33,7 @@ from controller.election.identity import replica_identity, replica_user_agent
 from controller.election.lease_store import KubeLeaseStore
 from controller.election.lease_watch import LeaseWatch
 from controller.election.metrics import default_metrics
-from controller.election.supervisor import ElectionSupervisor
+from controller.election.rounds import ElectionSupervisor
 from controller.election.template_config import (
     ElectionConfigFollower,
     Follow,
