@@ -239,6 +239,12 @@ SETTINGS: tuple[Setting, ...] = (
         " hub is Active from them (reads bounded to 2 s, cached 5 s)",
     ),
     Setting(
+        ("HAPTIC_AGENT_HEALTH_TIMEOUT",),
+        "`1.0`",
+        "seconds the pod page waits for a pod agent's `/healthz` before it says \"agent "
+        'unreachable"',
+    ),
+    Setting(
         ("HAPTIC_HUB_IDENTITIES",),
         "none",
         "optional hub identities in the same order; then an endpoint is trusted when its "
