@@ -90,8 +90,10 @@ def _ingress_hosts(ing: dict[str, Any]) -> str:
 
 
 def _ingress_address(ing: dict[str, Any]) -> str:
+    # As kube-apiserver's printer: each entry's IP, else its hostname, as a sorted set (the
+    # real tier showed "203.0.113.10,lb.example.net" for [{hostname}, {ip}]).
     lb = ((ing.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
-    return ",".join(e.get("ip") or e.get("hostname") or "" for e in lb)
+    return ",".join(sorted({e.get("ip") or e.get("hostname") for e in lb} - {None, ""}))
 
 
 def _ingress_ports(ing: dict[str, Any]) -> str:

@@ -150,7 +150,7 @@ def test_a_publish_service_in_another_namespace_gives_its_addresses(system: Syst
     try:
         wanted = [{"hostname": "lb.example.net"}, {"ip": "203.0.113.10"}]
         wait_for(lambda: _ingress_entries(system, "echo") == wanted, 60, what="publish status")
-        assert _kubectl_address(system, "echo") == "lb.example.net,203.0.113.10"
+        assert _kubectl_address(system, "echo") == "203.0.113.10,lb.example.net"
     finally:
         publish(None)
     pod_ips = sorted(p.status.pod_ip for p in system.haproxy_pods(ready_only=False))
