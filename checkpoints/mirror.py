@@ -25,7 +25,7 @@ from django.utils import timezone
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from checkpoints import store
+from checkpoints import mapping, store
 from checkpoints.models import MirrorState
 from contract import API_VERSION, CONTROLLER_COMPONENT
 from kubewatch import Gone, Reflector, ReflectorConfig
@@ -44,6 +44,9 @@ class WatchedKind:
     relist: Callable[[str, list[dict[str, Any]]], int]
     kind: str = ""
     field_selector: str = ""  # sent with the list and the watch
+    # The order a list is applied in (None: as listed). A watch needs none: the publisher
+    # writes a checkpoint before the pointers that name it.
+    list_order: Callable[[dict[str, Any]], Any] | None = None
 
 
 def _uids(items: list[dict[str, Any]]) -> set[str]:
@@ -71,6 +74,8 @@ def watched_kinds() -> list[WatchedKind]:
             apply=store.apply_haproxycfg,
             delete=store.delete_haproxycfg,
             relist=lambda ns, items: store.relist_haproxycfgs(ns, _uids(items)),
+            # Checkpoints before the published config, whose pointers promote them.
+            list_order=lambda obj: mapping.haproxycfg_role(obj) == "published",
         ),
         WatchedKind(
             key="haproxytemplateconfigs",
@@ -175,7 +180,8 @@ class KindWatcher:
     def on_list(self, items: list[dict[str, Any]], resource_version: str) -> None:
         state = self._state()
         previous_sync = state.last_synced_at
-        for item in items:
+        order = self.kind.list_order
+        for item in sorted(items, key=order) if order else items:
             self.kind.apply(item)
         collected = self.kind.relist(self.namespace, items)
         store.fill_missing_contents()

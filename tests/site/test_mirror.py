@@ -499,3 +499,31 @@ def test_render_warning_events_in_any_namespace_reach_the_warnings_rows(
     later = RenderWarning("Ingress", "shop", "api", "InvalidAnnotation", "bad")
     event = cluster.core.create_namespaced_event("shop", event_body(later, "ctrl-a"))
     eventually(lambda: KubeEvent.objects.filter(uid=event.metadata.uid).exists(), what="watch")
+
+
+def test_a_checkpoint_listed_after_the_published_config_is_promoted_at_the_first_list(
+    cluster: Cluster, mirrors: Callable[[Cluster], mirror_module.Mirror]
+) -> None:
+    """The list comes in name order, so the published config ("haptic") is applied before
+    the checkpoint ("haptic-cp-...") its pointers name; with nothing changing afterwards,
+    the checkpoint must still be promoted (the real tier found it never was: a quiet fleet
+    sends no later event)."""
+    body = f.checkpoint("global\n  maxconn 7\n", [], created="2026-11-30T08:00:00Z")
+    body["metadata"]["name"] = "haptic-cp-" + body["metadata"]["name"].split("-")[-1]
+    cp = cluster.create("haproxycfgs", body)  # named as the publisher names checkpoints
+    plan, checksum = cp["spec"]["planID"], cp["spec"]["checksum"]
+    cluster.publish([f.receipt("haproxy-0", plan, checksum, "2026-11-30T08:00:05Z")], [cp])
+    names = [
+        o["metadata"]["name"]
+        for o in cluster.custom.list_namespaced_custom_object(GROUP, VERSION, NS, "haproxycfgs")[
+            "items"
+        ]
+    ]
+    assert names.index("haptic") < names.index(cp["metadata"]["name"]), "premise: list order"
+    m = mirrors(cluster)
+    assert m.wait_synced(timeout=30)
+    eventually(
+        lambda: Checkpoint.objects.filter(uid=cp["metadata"]["uid"], promoted=True).exists(),
+        timeout=10,
+        what="the checkpoint promoted by the first list",
+    )
