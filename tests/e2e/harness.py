@@ -113,6 +113,13 @@ class System:
         with self.agent(pod) as client:
             return client.state(verify=verify)
 
+    def file_digests(self, path: str) -> set[str | None]:
+        """The sha256 each HAProxy pod's agent reports for one of its files (None: absent)."""
+        return {
+            (self.agent_state(p).files.get(path) or {}).get("sha256")
+            for p in self.haproxy_pods(ready_only=False)
+        }
+
     def get(self, pod, host: str, path: str = "/", timeout: float = 5) -> httpx.Response:
         return httpx.get(
             f"http://{pod.status.pod_ip}:8080{path}", headers={"Host": host}, timeout=timeout

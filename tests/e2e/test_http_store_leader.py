@@ -34,13 +34,6 @@ def _fetchers(source: Source, since: int = 0) -> set[str | None]:
     return {identity_from_user_agent(r.get("User-Agent", "")) for r in source.requests[since:]}
 
 
-def _motd(system: System) -> set:
-    return {
-        (system.agent_state(p).files.get("general/motd.txt") or {}).get("sha256")
-        for p in system.haproxy_pods(ready_only=False)
-    }
-
-
 def test_only_the_leader_fetches_and_after_a_hand_over_only_the_new_one(system: System) -> None:
     sources = {"motd": Source(b"one\n", etag='"1"')}
     with serve_sources(sources) as base:
@@ -51,7 +44,11 @@ def test_only_the_leader_fetches_and_after_a_hand_over_only_the_new_one(system: 
             "haptic", patch,
         )  # fmt: skip
         one = hashlib.sha256(b"one\n").hexdigest()
-        wait_for(lambda: _motd(system) == {one}, 90, what="the first body on the pods")
+        wait_for(
+            lambda: system.file_digests("general/motd.txt") == {one},
+            90,
+            what="the first body on the pods",
+        )
         leader = wait_for(system.leader, 10, what="a leader")
         time.sleep(3)  # several refresh intervals
         assert len(sources["motd"].requests) >= 3, "premise: the leader refreshes"
@@ -64,6 +61,10 @@ def test_only_the_leader_fetches_and_after_a_hand_over_only_the_new_one(system: 
         mark = len(sources["motd"].requests)
         sources["motd"].body, sources["motd"].etag = b"two\n", '"2"'
         two = hashlib.sha256(b"two\n").hexdigest()
-        wait_for(lambda: _motd(system) == {two}, 60, what="the second body on the pods")
+        wait_for(
+            lambda: system.file_digests("general/motd.txt") == {two},
+            60,
+            what="the second body on the pods",
+        )
         time.sleep(2)
         assert _fetchers(sources["motd"], mark) == {successor}

@@ -60,13 +60,6 @@ def test_kubectl_shows_the_address_once_served_and_none_after(system: System) ->
     wait_for(lambda: _kubectl_address(system, "echo") == ",".join(pod_ips), 60, what="again")
 
 
-def _motd_digest(system: System) -> set:
-    return {
-        (system.agent_state(p).files.get("general/motd.txt") or {}).get("sha256")
-        for p in system.haproxy_pods(ready_only=False)
-    }
-
-
 def test_http_resources_reach_the_pods_and_a_failing_source_keeps_the_body(system: System) -> None:
     sources = {"motd": Source(b"first\n", etag='"1"')}
     with serve_sources(sources) as base:
@@ -82,10 +75,18 @@ def test_http_resources_reach_the_pods_and_a_failing_source_keeps_the_body(syste
             patch,
         )
         first = hashlib.sha256(b"first\n").hexdigest()
-        wait_for(lambda: _motd_digest(system) == {first}, 90, what="first body on the pods")
+        wait_for(
+            lambda: system.file_digests("general/motd.txt") == {first},
+            90,
+            what="first body on the pods",
+        )
         sources["motd"].body, sources["motd"].etag = b"second\n", '"2"'
         second = hashlib.sha256(b"second\n").hexdigest()
-        wait_for(lambda: _motd_digest(system) == {second}, 60, what="second body on the pods")
+        wait_for(
+            lambda: system.file_digests("general/motd.txt") == {second},
+            60,
+            what="second body on the pods",
+        )
         assert any(r.get("If-None-Match") == '"1"' for r in sources["motd"].requests)
         # The source breaks: the pods keep the accepted body, /healthz and metrics say so.
         sources["motd"].status, sources["motd"].etag = 500, None
@@ -98,7 +99,7 @@ def test_http_resources_reach_the_pods_and_a_failing_source_keeps_the_body(syste
         wait_for(reported, 30, what="http-store error on /healthz")
         metrics = system.health(leader, "/metrics").text
         assert 'haptic_http_resource_fetch_errors_total{resource="motd"}' in metrics
-        assert _motd_digest(system) == {second}
+        assert system.file_digests("general/motd.txt") == {second}
         events = kubernetes.client.CoreV1Api(system.client).list_namespaced_event(stack.NAMESPACE)
         assert "HTTPResourceFetchFailed" in {e.reason for e in events.items}
 
