@@ -6,7 +6,8 @@ Targets: median <= 150 ms at 800, <= 600 ms at 5,000 (issue 19).
 Each Ingress has its own host with a Prefix and an Exact path, its own Service and one
 EndpointSlice with 3 endpoints (one not ready); serverSlots is the default 10. The
 "half_annotated" run (issue 18) gives every other Ingress of the 800 five haproxy.org/*
-annotations (tests.render.builders.BENCH_ANNOTATIONS): same 150 ms target.
+annotations (tests.render.builders.bench_annotations, values differing per Ingress so each
+set is parsed): same 150 ms target.
 """
 
 from __future__ import annotations

@@ -171,20 +171,23 @@ def pod(
 
 # What an annotated Ingress of the benchmark carries: access control, a rate limit, a header,
 # a balance algorithm and a timeout (route and backend annotations).
-BENCH_ANNOTATIONS = {
-    "haproxy.org/allow-list": "10.0.0.0/8, 192.168.0.0/16",
-    "haproxy.org/rate-limit-requests": "100",
-    "haproxy.org/request-set-header": "X-Team team",
-    "haproxy.org/load-balance": "leastconn",
-    "haproxy.org/timeout-server": "30s",
-}
+def bench_annotations(i: int) -> dict[str, str]:
+    """Five haproxy.org/* annotations whose values differ per Ingress, so the bench parses
+    each set (identical sets would be parsed once and then read from the parse cache)."""
+    return {
+        "haproxy.org/allow-list": f"10.{i % 256}.0.0/16, 192.168.0.0/16",
+        "haproxy.org/rate-limit-requests": str(100 + i),
+        "haproxy.org/request-set-header": f"X-Team team-{i}",
+        "haproxy.org/load-balance": ("leastconn", "roundrobin", "source")[i % 3],
+        "haproxy.org/timeout-server": f"{30 + i % 30}s",
+    }
 
 
 def scale_set(
     n: int, endpoints_per_service: int = 3, annotated: bool = False
 ) -> dict[str, list[dict]]:
     """n Ingresses, each with its own host, Service and EndpointSlice (bench and tests);
-    `annotated`: every other Ingress carries BENCH_ANNOTATIONS."""
+    `annotated`: every other Ingress carries bench_annotations(i)."""
     ingresses, services, slices = [], [], []
     for i in range(n):
         ns = f"team-{i % 20}"
@@ -202,7 +205,7 @@ def scale_set(
             )
         )
         if annotated and i % 2:
-            ingresses[-1]["metadata"]["annotations"] = dict(BENCH_ANNOTATIONS)
+            ingresses[-1]["metadata"]["annotations"] = bench_annotations(i)
         services.append(service(ns, name, [("http", 80, 8080)]))
         eps = [
             endpoint(f"10.{(i >> 8) & 255}.{i & 255}.{k + 1}", ready=k % 4 != 3)
