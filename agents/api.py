@@ -27,9 +27,10 @@ def health_summary(state: dict[str, Any]) -> dict[str, Any]:
     live (docs/dashboard.md): no token sequence, no files, nothing an apply needs."""
     token = state.get("applied_token") or None
     return {
+        "pod_name": state.get("pod_name"),
         "applied_plan_id": state.get("applied_plan_id"),
         "checksum": state.get("applied_checksum"),
-        "term": {"holder": token["holder"], "epoch": token["epoch"]} if token else None,
+        "term": {"holder": token.get("holder"), "epoch": token.get("epoch")} if token else None,
         "worker_operation_mode": state.get("worker_operation_mode"),
         "bootstrap": bool(state.get("bootstrap")),
         "invariant_violation": state.get("invariant_violation"),

@@ -224,6 +224,8 @@ def fleet_addresses(
     if not addresses:
         why = "not found" if not found else "has no address yet"
         _warn_once(f"publish Service {publish} {why}: no Ingress status is written")
+    else:
+        _warned.clear()  # fixed: a later breakage is said again
     return addresses
 
 

@@ -34,9 +34,17 @@ class LiveAgent:
     invariant_violation: str | None = None
 
 
-def observation(body: dict[str, Any], address: str, observed_at: datetime) -> LiveAgent:
-    """The page's view of a /healthz answer (agents.api.health_summary's fields)."""
-    term = body.get("term") or {}
+def observation(body: Any, address: str, observed_at: datetime, pod_name: str = "") -> LiveAgent:
+    """The page's view of a /healthz answer (agents.api.health_summary's fields). An answer
+    that is no summary, or one from another pod's agent (pod IPs are reused), is not this
+    pod's agent speaking."""
+    if not isinstance(body, dict):
+        return LiveAgent(observed_at, address, reachable=False, why="not an agent's /healthz")
+    answering = body.get("pod_name")
+    if pod_name and answering and answering != pod_name:
+        why = f"another pod's agent answers at this address ({answering})"
+        return LiveAgent(observed_at, address, reachable=False, why=why)
+    term = body.get("term") if isinstance(body.get("term"), dict) else {}
     return LiveAgent(
         observed_at=observed_at,
         address=address,
@@ -78,10 +86,13 @@ def observe(pod_name: str) -> LiveAgent:
     if not address:
         return LiveAgent(observed_at=now, address="", reachable=False, why=NO_ADDRESS)
     try:
-        response = httpx.get(f"http://{address}/healthz", timeout=env.agent_health_timeout())
+        # trust_env=False: a pod IP is never reached through a configured HTTP proxy.
+        response = httpx.get(
+            f"http://{address}/healthz", timeout=env.agent_health_timeout(), trust_env=False
+        )
         response.raise_for_status()
         body = response.json()
     except (httpx.HTTPError, ValueError) as exc:
         why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return LiveAgent(observed_at=now, address=address, reachable=False, why=why)
-    return observation(body, address, datetime.now(UTC))
+    return observation(body, address, datetime.now(UTC), pod_name)

@@ -38,7 +38,9 @@ _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _HOST_RE = re.compile(rf"^{_LABEL}(\.{_LABEL})*(:[0-9]{{1,5}})?$")
 _URL_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$")
 _TOKEN_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-_REGEX_ARG_RE = re.compile(r"^[^\s\"'\\]*(\\.[^\s\"'\\]*)*$")
+# No whitespace and no quote, not even escaped: path-rewrite's arguments are single-quoted in
+# replace-path, where HAProxy reads a backslash literally and a quote ends the word.
+_REGEX_ARG_RE = re.compile(r"^[^\s\"'\\]*(\\[^\s\"'][^\s\"'\\]*)*$")
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _METHODS_RE = re.compile(r"^(\*|[A-Z]+(\s*,\s*[A-Z]+)*)$")
 _HEADERS_LIST_RE = re.compile(r"^(\*|[A-Za-z0-9-]+(\s*,\s*[A-Za-z0-9-]+)*)$")

@@ -114,13 +114,16 @@ class Coordinator:
         them again records no deployment of this term (docs/term.md)."""
         try:
             published = self.ordinary.read_output()
-            self.ctx.state.seed_proven(self.ordinary.read_receipts())
         except Exception as exc:
             log.info("published output not readable (%s); starting without it", exc)
             return
         if published is not None:
             self.ctx.plans.remember(published)
             self.ctx.state.seeded(published)
+        try:
+            self.ctx.state.seed_proven(self.ordinary.read_receipts())
+        except Exception as exc:  # then a re-proof records a deployment: harmless
+            log.info("published receipts not readable (%s)", exc)
 
     def _check_due(self) -> bool:
         """Time for the consistency check: incremental updates were made since the last

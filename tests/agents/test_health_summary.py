@@ -6,6 +6,7 @@ from agents.api import health_summary
 def applied_state() -> dict:
     return {
         "runtime_id": "rt-1",
+        "pod_name": "haproxy-0",
         "bootstrap": False,
         "applied_plan_id": "plan-7",
         "applied_checksum": "sha256:abc",
@@ -19,6 +20,7 @@ def applied_state() -> dict:
 def test_the_summary_names_plan_checksum_term_mode_and_no_sequence_or_files():
     summary = health_summary(applied_state())
     assert summary == {
+        "pod_name": "haproxy-0",
         "applied_plan_id": "plan-7",
         "checksum": "sha256:abc",
         "term": {"holder": "controller-0", "epoch": 4},

@@ -171,6 +171,7 @@ def test_template_config_defaults_for_backends() -> None:
         ("ssl-redirect-code", "200"),
         ("path-rewrite", "a b c"),
         ("path-rewrite", "/(unclosed /x"),
+        ("path-rewrite", "/a\\'b /x"),  # an escaped quote would end replace-path's quoted word
         ("request-redirect", "not a host"),
         ("request-set-header", 'X-A "quoted"'),
         ("request-set-header", "Bad:Name v"),

@@ -4,6 +4,7 @@ mirrored through the store, the page rendered by Django's test client."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from django.test import Client
 
 from checkpoints import store
+from dashboard import live
 from tests.agents.helpers import AgentProcess, Site, free_ip, free_port, manifest_for
 from tests.site import factories as f
 
@@ -89,3 +91,16 @@ def test_nothing_listens_within_the_timeout(viewer: Any) -> None:
     entry = f.receipt("pod-a", "plan-one", f.sha("x"), "2026-12-02T10:00:00Z")
     store.apply_haproxycfg(f.published([entry | {"podIP": ip, "agentPort": free_port(ip)}]))
     assert "agent unreachable:" in pod_page(viewer)
+
+
+def test_an_answer_that_is_no_summary_or_from_another_pod_is_not_this_pods_agent() -> None:
+    """Pod IPs are reused, and anything may listen on an old address: the page says so
+    instead of showing another agent's plan as this pod's (or failing on a bad body)."""
+    now = datetime.now(UTC)
+    assert not live.observation(["not", "a", "dict"], "10.0.0.1:8405", now, "haproxy-0").reachable
+    other = live.observation({"pod_name": "haproxy-9"}, "10.0.0.1:8405", now, "haproxy-0")
+    assert not other.reachable and "another pod's agent" in other.why
+    own = live.observation(
+        {"pod_name": "haproxy-0", "applied_plan_id": "p", "term": "bad"}, "a", now, "haproxy-0"
+    )
+    assert own.reachable and own.applied_plan_id == "p" and own.applied_by == "unknown"
