@@ -367,17 +367,20 @@ def finish(report: dict[str, Any], report_path: Path, system: Any, broke_down: s
 
 
 def wait_steady(faults: Faults, sampler: Sampler, seconds: float, timeout: float = 120) -> int:
-    """Until the fleet has stayed healthy for `seconds`; the index of the first sample of
-    that steady stretch (judged from there on)."""
+    """Until the fleet has stayed healthy, and the same (inv.steady_start), for `seconds`;
+    the index of the first sample of that steady stretch (judged from there on)."""
     deadline = time.monotonic() + timeout
-    since, first = time.monotonic(), max(0, len(sampler.samples) - 1)
-    while time.monotonic() - since < seconds:
+    since = time.monotonic()
+    while True:
         if time.monotonic() > deadline:
             raise TimeoutError(f"the fleet never stayed healthy for {seconds}s")
         time.sleep(0.5)
         if not faults.healthy():
-            since, first = time.monotonic(), max(0, len(sampler.samples) - 1)
-    return first
+            since = time.monotonic()
+            continue
+        start = inv.steady_start(sampler.samples, seconds)
+        if time.monotonic() - since >= seconds and start is not None:
+            return start
 
 
 def run_hub_rounds(rounds: int, fault_log: list[FaultLog]) -> tuple[list[inv.Result], str]:

@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -310,6 +311,28 @@ def check_mirror(observed: dict[str, set[str]], mirrored: dict[str, set[str]]) -
         for item in missing[:20]:
             result.violations.append(f"{kind} {item} not in the mirror")
     return result
+
+
+# -- when the fleet is steady -------------------------------------------------------------
+
+
+def _signature(sample: Sample) -> tuple[Any, ...]:
+    return sample.intent, tuple(sorted((p, o.applied_checksum) for p, o in sample.pods.items()))
+
+
+def steady_start(samples: Sequence[Sample], seconds: float) -> int | None:
+    """The index of the first sample of the trailing stretch over which the intent and every
+    pod's applied checksum stayed the same, when that stretch spans `seconds`; else None.
+    At start-up renders follow each other faster than the sampler reads (seed 3: three
+    intents within 1.5 s, each fleet consistent when looked at), so "healthy" alone is not
+    "at rest"."""
+    if not samples:
+        return None
+    last = _signature(samples[-1])
+    k = len(samples) - 1
+    while k > 0 and _signature(samples[k - 1]) == last:
+        k -= 1
+    return k if samples[-1].t - samples[k].t >= seconds else None
 
 
 # -- at rest the intent names what every pod runs --------------------------------------------

@@ -407,3 +407,21 @@ def test_a_refusal_never_reported_after_dispatch_is_a_violation() -> None:
     result = inv.check_gate_refusals([(10.0, 1.25), (50.0, None)])
     assert result.checked == 2
     assert result.violations == ["t=50.000 no /healthz reported a refusal after dispatch"]
+
+
+# -- when the fleet is steady -----------------------------------------------------------------
+
+
+def test_the_steady_stretch_starts_after_the_last_change_of_intent_or_pods() -> None:
+    """Seed 3 at start-up: each sample looked healthy, yet the intent moved three times in
+    1.5 s; judging from the first healthy sample reported the burst as at rest."""
+    burst = [
+        sample(0.0, "A", p1=("A", 1)),
+        sample(0.5, "B", p1=("X", 2)),  # a plan no sampled intent names, mid-burst
+        sample(1.0, "C", p1=("C", 3)),
+        sample(1.5, "C", p1=("C", 3)),
+    ]
+    assert inv.steady_start(burst, 3.0) is None
+    steady = [*burst, sample(3.0, "C", p1=("C", 3)), sample(4.5, "C", p1=("C", 3))]
+    assert inv.steady_start(steady, 3.0) == 2
+    assert inv.steady_start([], 3.0) is None
