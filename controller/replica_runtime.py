@@ -64,7 +64,24 @@ class _Component:
     drain: Callable[..., None] | None = None
 
 
-class LeaderComponents:
+class _Registry:
+    """A class-level list of components; each subclass holds its own list and lock."""
+
+    _components: list[_Component]
+    _lock: threading.Lock
+
+    @classmethod
+    def registered(cls) -> list[_Component]:
+        with cls._lock:
+            return list(cls._components)
+
+    @classmethod
+    def clear(cls) -> None:
+        with cls._lock:
+            cls._components.clear()
+
+
+class LeaderComponents(_Registry):
     """Leader-only components: `start_fn(term)` at the start of every term this replica wins,
     `stop_fn(term)` when it ends. `term.token` is the fencing token; `term.is_valid()` and
     `term.wait_ended()` let long-running work notice the end by itself. Both functions run
@@ -88,18 +105,8 @@ class LeaderComponents:
         with cls._lock:
             cls._components.append(_Component(name or _name(start_fn), start_fn, stop_fn, drain_fn))
 
-    @classmethod
-    def registered(cls) -> list[_Component]:
-        with cls._lock:
-            return list(cls._components)
 
-    @classmethod
-    def clear(cls) -> None:
-        with cls._lock:
-            cls._components.clear()
-
-
-class ReplicaComponents:
+class ReplicaComponents(_Registry):
     """All-replica components (watch caches...): `start_fn(runtime)` once per process at
     worker start, `stop_fn(runtime)` at worker shutdown."""
 
@@ -115,16 +122,6 @@ class ReplicaComponents:
     ) -> None:
         with cls._lock:
             cls._components.append(_Component(name or _name(start_fn), start_fn, stop_fn))
-
-    @classmethod
-    def registered(cls) -> list[_Component]:
-        with cls._lock:
-            return list(cls._components)
-
-    @classmethod
-    def clear(cls) -> None:
-        with cls._lock:
-            cls._components.clear()
 
 
 def _name(fn: Callable[..., Any]) -> str:
