@@ -45,6 +45,8 @@ class _Backend(_Echo):
     """_Echo, counting the /hold (HOLD seconds) and /slow (2 s) requests in flight, with a
     health endpoint that can be slow (server.health_delay)."""
 
+    counted = False  # this request is one of the /hold or /slow ones in flight
+
     def _answer(self) -> None:
         srv = self.server
         if self.path == "/healthz" and srv.health_delay:  # type: ignore[attr-defined]
@@ -55,13 +57,25 @@ class _Backend(_Echo):
         with srv.lock:  # type: ignore[attr-defined]
             srv.inflight += 1  # type: ignore[attr-defined]
             srv.peak = max(srv.peak, srv.inflight)  # type: ignore[attr-defined]
+        self.counted = True
         try:
             if self.path == "/hold":
                 time.sleep(HOLD)
             super()._answer()  # /slow: 2 s there
         finally:
-            with srv.lock:  # type: ignore[attr-defined]
-                srv.inflight -= 1  # type: ignore[attr-defined]
+            self._leave()
+
+    def _send(self, status: int, body: dict) -> None:
+        # Leave the count before the answer goes out: once HAProxy has the response it frees
+        # the slot and sends the next queued request, which must not find this one counted.
+        self._leave()
+        super()._send(status, body)
+
+    def _leave(self) -> None:
+        if self.counted:
+            self.counted = False
+            with self.server.lock:  # type: ignore[attr-defined]
+                self.server.inflight -= 1  # type: ignore[attr-defined]
 
     do_GET = _answer
     do_POST = _answer
