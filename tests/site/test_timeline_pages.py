@@ -20,6 +20,7 @@ from checkpoints.models import (
     PodReceipt,
     RecoveryReview,
 )
+from controller.hub.promotion import EVENT_ABORTED, EVENT_PROMOTED
 from tests.site import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -234,3 +235,31 @@ def test_leader_change_errors_reviews_repeats_and_promotion(
     assert shapes[f"/reviews/{review.pk}/"].get("class") == "mark warn"
     hub = HubStatus.objects.get()
     assert drawn[f"/records/hub/{hub.pk}/"] == "hub"
+
+
+def test_hub_promotions_and_aborted_promotions_are_drawn_in_the_hub_lane(
+    viewer: Any, history: dict
+) -> None:
+    # The Events controller/hub/promotion.py emits, as the mirror stores them.
+    promoted = f.event(EVENT_PROMOTED, "hub-b promoted to Active at epoch 5", uid="promoted")
+    promoted["type"] = "Normal"
+    aborted = f.event(EVENT_ABORTED, "active-reachable: https://a:6443 answered", uid="aborted")
+    aborted["firstTimestamp"] = aborted["lastTimestamp"] = "2026-11-30T08:04:00Z"
+    for event in (promoted, aborted):
+        store.apply_event(event)
+    client = login(viewer)
+    root = picture(
+        client.get(
+            "/timeline/?start=2026-11-30T07:55:00Z&end=2026-11-30T08:10:00Z"
+        ).content.decode()
+    )
+    drawn, shapes = links(root), marks_by_href(root)
+    for reason, tone in ((EVENT_PROMOTED, "ok"), (EVENT_ABORTED, "error")):
+        href = f"/records/event/{KubeEvent.objects.get(reason=reason).pk}/"
+        assert drawn[href] == "hub", (reason, drawn)
+        assert (shapes[href].get("class"), shapes[href].get("data-kind")) == (
+            f"mark {tone}",
+            reason,
+        )
+        assert reason in shapes[href].findtext(f".//{SVG}title")
+        assert client.get(href).status_code == 200
