@@ -68,15 +68,22 @@ def test_only_the_settings_modules_read_the_environment() -> None:
     assert found == []
 
 
-def _readme_settings_table() -> str:
+def _readme_settings_tables() -> list[str]:
     readme = (REPO / "README.md").read_text()
-    start = readme.index("| setting | default | meaning |")
-    return readme[start : readme.index("\n\n", start)] + "\n"
+    tables, start = [], readme.find("| setting | default | meaning |")
+    while start != -1:
+        tables.append(readme[start : readme.index("\n\n", start)] + "\n")
+        start = readme.find("| setting | default | meaning |", start + 1)
+    return tables
 
 
-def test_the_readme_settings_table_is_the_generated_one() -> None:
-    # Regenerate with `python -m config.env --markdown` after changing env.SETTINGS.
-    assert _readme_settings_table() == env.settings_markdown()
+def test_the_readme_settings_tables_are_the_generated_ones() -> None:
+    # Regenerate with `python -m config.env --markdown [--development]` after changing
+    # env.SETTINGS or env.DEVELOPMENT_SETTINGS.
+    assert _readme_settings_tables() == [
+        env.settings_markdown(env.SETTINGS),
+        env.settings_markdown(env.DEVELOPMENT_SETTINGS),
+    ]
 
 
 def test_every_listed_setting_is_read_by_product_code() -> None:
@@ -88,5 +95,21 @@ def test_every_listed_setting_is_read_by_product_code() -> None:
                     first = node.args[0]
                     if isinstance(first, ast.Constant) and isinstance(first.value, str):
                         read.add(first.value)
-    listed = {name for setting in env.SETTINGS for name in setting.names}
+    listed = {name for setting in env.SETTINGS + env.DEVELOPMENT_SETTINGS for name in setting.names}
     assert listed - read == set()
+
+
+def test_every_setting_product_code_reads_is_in_a_table() -> None:
+    readers = {"env_text", "env_int", "env_float", "env_bool", "env_list", "pod_env"}
+    read: set[str] = set()
+    for top in PRODUCT:
+        for path in (REPO / top).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not (isinstance(node, ast.Call) and node.args):
+                    continue
+                called = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                first = node.args[0]
+                if called in readers and isinstance(first, ast.Constant):
+                    read.add(first.value)
+    listed = {n for s in env.SETTINGS + env.DEVELOPMENT_SETTINGS for n in s.names}
+    assert read - listed == set()
