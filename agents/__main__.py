@@ -51,7 +51,12 @@ def parse_listen(value: str) -> tuple[str, int]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m agents")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="supervise haproxy and serve the agent API")
+    serve = sub.add_parser(
+        "serve",
+        help="supervise haproxy and serve the agent API",
+        epilog=env.settings_help("HAPTIC_HAPROXY_BIN", "POD_NAME"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     serve.add_argument("--listen", type=parse_listen, required=True, help="HOST:PORT")
     serve.add_argument("--token-file", type=Path, required=True)
     serve.add_argument("--data-dir", type=Path, required=True)

@@ -387,10 +387,28 @@ def settings_markdown(settings: tuple[Setting, ...] = SETTINGS) -> str:
     return "\n".join(lines) + "\n"
 
 
+def settings_help(*names: str) -> str:
+    """The settings as plain text for an argparse epilog: those naming any of `names`, or
+    all of both tables when none are given (one definition for the README and `--help`)."""
+    chosen = [
+        s for s in SETTINGS + DEVELOPMENT_SETTINGS if not names or any(n in s.names for n in names)
+    ]
+    lines = ["environment:"]
+    for s in chosen:
+        lines.append(f"  {', '.join(s.names)}")
+        lines.append(f"      {s.meaning.replace('`', '')} (default: {s.default.replace('`', '')})")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m config.env", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m config.env",
+        description=__doc__,
+        epilog=settings_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--markdown", action="store_true", help="print the README's settings table")
     parser.add_argument(
         "--development",

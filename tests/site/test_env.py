@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,3 +115,23 @@ def test_every_setting_product_code_reads_is_in_a_table() -> None:
                     read.add(first.value)
     listed = {n for s in env.SETTINGS + env.DEVELOPMENT_SETTINGS for n in s.names}
     assert read - listed == set()
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["config.env", "--help"], list(env.SETTINGS + env.DEVELOPMENT_SETTINGS)),
+        (
+            ["agents", "serve", "--help"],
+            [s for s in env.SETTINGS if {"HAPTIC_HAPROXY_BIN", "POD_IP"} & set(s.names)],
+        ),
+    ],
+)
+def test_help_lists_the_settings_from_the_same_definition(argv: list[str], expected: list) -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", *argv], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    assert len(expected) >= 2
+    for setting in expected:
+        assert ", ".join(setting.names) in shown, setting.names
+        assert setting.meaning.replace("`", "")[:40] in " ".join(shown.split()), setting.names
