@@ -88,33 +88,34 @@ def test_the_readme_settings_tables_are_the_generated_ones() -> None:
     ]
 
 
-def test_every_listed_setting_is_read_by_product_code() -> None:
-    read: set[str] = set()
+LISTED = {name for setting in env.SETTINGS + env.DEVELOPMENT_SETTINGS for name in setting.names}
+READERS = {"env_text", "env_int", "env_float", "env_bool", "env_list", "pod_env"}
+
+
+@pytest.fixture(scope="module")
+def string_first_arguments() -> set[tuple[str, str]]:
+    """(called name, first argument) of every call in product code whose first argument is a
+    string literal; the product code is parsed once for both tests below."""
+    found = set()
     for top in PRODUCT:
         for path in (REPO / top).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Call) and node.args:
                     first = node.args[0]
                     if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                        read.add(first.value)
-    listed = {name for setting in env.SETTINGS + env.DEVELOPMENT_SETTINGS for name in setting.names}
-    assert listed - read == set()
+                        called = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                        found.add((called, first.value))
+    return found
 
 
-def test_every_setting_product_code_reads_is_in_a_table() -> None:
-    readers = {"env_text", "env_int", "env_float", "env_bool", "env_list", "pod_env"}
-    read: set[str] = set()
-    for top in PRODUCT:
-        for path in (REPO / top).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text())):
-                if not (isinstance(node, ast.Call) and node.args):
-                    continue
-                called = getattr(node.func, "attr", getattr(node.func, "id", ""))
-                first = node.args[0]
-                if called in readers and isinstance(first, ast.Constant):
-                    read.add(first.value)
-    listed = {n for s in env.SETTINGS + env.DEVELOPMENT_SETTINGS for n in s.names}
-    assert read - listed == set()
+def test_every_listed_setting_is_read_by_product_code(string_first_arguments: set) -> None:
+    read = {value for _, value in string_first_arguments}
+    assert LISTED - read == set()
+
+
+def test_every_setting_product_code_reads_is_in_a_table(string_first_arguments: set) -> None:
+    read = {value for called, value in string_first_arguments if called in READERS}
+    assert read - LISTED == set()
 
 
 @pytest.mark.parametrize(
