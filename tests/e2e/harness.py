@@ -181,7 +181,7 @@ class System:
                 return httpx.get(url, timeout=5)
             except httpx.ConnectError:
                 proc = self.controllers.get(name)
-                if time.monotonic() > deadline or proc is None or not proc.running():
+                if time.monotonic() > deadline or proc is None or not proc.running:
                     raise
                 time.sleep(0.25)
 
