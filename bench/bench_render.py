@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import summarize
-from controller.render import RenderInput, render, runtime_operations
+from controller.render import RenderInput, engine, render, runtime_operations
 from controller.rendergate import check_output
 from tests.render.builders import scale_set, template_config
 
@@ -37,12 +37,17 @@ def _inputs(n: int, annotated: bool = False) -> RenderInput:
     return RenderInput(template_config(), **scale_set(n, annotated=annotated))
 
 
-def _time_renders(inp: RenderInput, runs: int) -> tuple[list[float], list[float]]:
+def _time_renders(
+    inp: RenderInput, runs: int, cold: bool = False
+) -> tuple[list[float], list[float]]:
     """Wall-clock and CPU milliseconds per render. The machine is shared: CPU time shows
-    what the render costs, wall time what a caller waited."""
+    what the render costs, wall time what a caller waited. `cold`: every render starts
+    without the backend settings kept from earlier renders (the first render of a set)."""
     render(inp)  # warm: template compilation happens once per process
     wall, cpu = [], []
     for _ in range(runs):
+        if cold:
+            engine._settings_cache.clear()
         started, started_cpu = time.perf_counter(), time.process_time()
         render(inp)
         wall.append((time.perf_counter() - started) * 1000)
@@ -92,6 +97,7 @@ def run() -> list[dict[str, Any]]:
             (100, False, 30),
             (800, False, 25),
             (800, True, 25),
+            (800, "cold", 15),
             (3000, False, 5),
             (5000, False, 5),
         )
@@ -104,14 +110,18 @@ def run() -> list[dict[str, Any]]:
     return metrics
 
 
-def _render_metric(n: int, annotated: bool, runs: int) -> dict[str, Any]:
-    inp = _inputs(n, annotated)
+def _render_metric(n: int, annotated: bool | str, runs: int) -> dict[str, Any]:
+    """`annotated`: True, False or "cold" (half annotated, no settings kept from earlier
+    renders: what the first render of a changed cluster costs; reported)."""
+    cold = annotated == "cold"
+    inp = _inputs(n, bool(annotated))
     load_before = os.getloadavg()[0]
-    wall, cpu = _time_renders(inp, runs)
+    wall, cpu = _time_renders(inp, runs, cold)
     stats = summarize(wall)
     out = render(inp)
+    suffix = "_half_annotated_cold" if cold else "_half_annotated" if annotated else ""
     entry: dict[str, Any] = {
-        "metric": f"render_{n}_ingresses" + ("_half_annotated" if annotated else ""),
+        "metric": f"render_{n}_ingresses{suffix}",
         **stats,
         "cpu_median_ms": summarize(cpu)["median_ms"],
         "cpu_p95_ms": summarize(cpu)["p95_ms"],
@@ -123,7 +133,10 @@ def _render_metric(n: int, annotated: bool, runs: int) -> dict[str, Any]:
     if annotated:
         assert not out.warnings, out.warnings[:3]
         entry["annotated_ingresses"] = n // 2
-    if n in TARGETS_MS:
+    if cold:
+        entry["target"] = "reported (the target is for renders of a known set)"
+        entry["meets_target"] = True
+    elif n in TARGETS_MS:
         entry["target"] = f"median <= {TARGETS_MS[n]:g} ms"
         entry["meets_target"] = stats["median_ms"] <= TARGETS_MS[n]
         # On a shared machine wall time is mostly waiting for a core: the CPU median says

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import jinja2
+import jinja2.meta
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from controller.render import incremental
@@ -159,15 +160,48 @@ def _sorted_objects(objs: Sequence[Mapping[str, Any]]) -> _SortedObjects:
 SETTINGS_TEMPLATE = "kubernetes-backends/settings.cfg.j2"
 
 
+@functools.lru_cache(maxsize=4)
+def _settings_read_only_backend(env: ImmutableSandboxedEnvironment) -> bool:
+    """Whether the settings template, with every template it includes, reads nothing but
+    `backend` (true of the bundled library). Its text is then a function of the backend's
+    settings alone and is kept across renders: a full render re-renders only the backends
+    whose policies changed (docs/design/incremental.md)."""
+    seen: set[str] = set()
+    pending = [SETTINGS_TEMPLATE]
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        source = env.loader.get_source(env, name)[0] if env.loader else ""
+        ast = env.parse(source)
+        if not jinja2.meta.find_undeclared_variables(ast) <= {"backend"}:
+            return False
+        for included in jinja2.meta.find_referenced_templates(ast):
+            if included is None:  # a computed name: cannot tell what it reads
+                return False
+            pending.append(included)
+    return True
+
+
+# Settings texts kept across renders (keyed by environment and the backend's settings),
+# bounded so a churning cluster cannot grow it without limit.
+_SETTINGS_CACHE_MAX = 16384
+_settings_cache: dict[tuple[Any, ...], str] = {}
+
+
 def _backend_settings(
     env: ImmutableSandboxedEnvironment, ctx: dict[str, Any]
 ) -> Callable[[lib.Backend], str]:
     """`backend_settings(backend)` for the templates: its settings lines, rendered once per
-    distinct (policy, route, server options, userlist) in this render."""
-    cache: dict[tuple[Any, ...], str] = {}
+    distinct (policy, route, server options, userlist, mode): per render, or per process
+    when the settings template reads only `backend`."""
+    shared = _settings_read_only_backend(env)
+    cache: dict[tuple[Any, ...], str] = _settings_cache if shared else {}
 
     def settings(backend: lib.Backend) -> str:
         key = (
+            env if shared else None,
             backend.policy,
             backend.route,
             backend.server_options,
@@ -176,6 +210,8 @@ def _backend_settings(
         )
         text = cache.get(key)
         if text is None:
+            if shared and len(cache) >= _SETTINGS_CACHE_MAX:
+                cache.clear()
             template = env.get_template(SETTINGS_TEMPLATE)
             text = cache[key] = template.render({**ctx, "backend": backend})
         return text

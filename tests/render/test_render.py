@@ -9,7 +9,10 @@ import hashlib
 import json
 import random
 import shutil
+from typing import Any
+from unittest import mock
 
+import jinja2
 import pytest
 
 from controller.render import (
@@ -18,12 +21,13 @@ from controller.render import (
     RenderInput,
     apply_runtime_operations,
     build_plan,
+    engine,
     gate_admits,
     render,
     runtime_operations,
     runtime_state,
 )
-from controller.render.engine import TEMPLATES_DIR
+from controller.render.engine import SETTINGS_TEMPLATE, TEMPLATES_DIR
 from controller.rendergate import check_output
 from tests.render import builders as b
 from tests.render.cases import CASES, multiple_paths, readiness_gated_pod, simple_host, tls
@@ -511,3 +515,41 @@ def test_templates_run_sandboxed_and_cannot_mutate_their_input(template: str) ->
 def test_a_malformed_previous_plan_only_loses_slot_stability(previous) -> None:
     out = render(dataclasses.replace(simple_host(), previous_plan=previous))
     assert out.files == render(simple_host()).files
+
+
+def _settings_renders(inp: RenderInput, templates_dir: str | None = None) -> int:
+    """How many times one render renders the settings template."""
+    calls = []
+    original = jinja2.Template.render
+
+    def counted(self: jinja2.Template, *args: Any, **kwargs: Any) -> str:
+        if self.name == SETTINGS_TEMPLATE:
+            calls.append(1)
+        return original(self, *args, **kwargs)
+
+    with mock.patch.object(jinja2.Template, "render", counted):
+        render(inp, templates_dir=templates_dir)
+    return len(calls)
+
+
+def test_backend_settings_are_kept_across_renders_when_they_read_only_the_backend() -> None:
+    # Every annotated Ingress has its own policies: a cold render renders each one's
+    # settings; the next render of the same objects renders none and gives the same bytes.
+    inp = RenderInput(b.template_config(), **b.scale_set(40, annotated=True))
+    engine._settings_cache.clear()
+    assert _settings_renders(inp) >= 20
+    first = render(inp)
+    assert _settings_renders(inp) == 0
+    engine._settings_cache.clear()
+    assert render(inp).files == first.files
+
+
+def test_backend_settings_reading_other_context_are_rendered_per_render(tmp_path) -> None:
+    tdir = tmp_path / "templates"
+    shutil.copytree(TEMPLATES_DIR, tdir)
+    settings = tdir / SETTINGS_TEMPLATE
+    settings.write_text(settings.read_text() + "    # {{ ingresses | length }} ingresses\n")
+    inp = RenderInput(b.template_config(), **b.scale_set(4))
+    assert _settings_renders(inp, str(tdir)) >= 1
+    assert _settings_renders(inp, str(tdir)) >= 1  # not kept: it reads `ingresses`
+    assert b"# 4 ingresses" in render(inp, templates_dir=str(tdir)).config
