@@ -166,6 +166,8 @@ def _settings_read_only_backend(env: ImmutableSandboxedEnvironment) -> bool:
     `backend` (true of the bundled library). Its text is then a function of the backend's
     settings alone and is kept across renders: a full render re-renders only the backends
     whose policies changed (docs/design/incremental.md)."""
+    loader = env.loader
+    assert loader is not None  # environment() always sets the library loader
     seen: set[str] = set()
     pending = [SETTINGS_TEMPLATE]
     while pending:
@@ -173,8 +175,7 @@ def _settings_read_only_backend(env: ImmutableSandboxedEnvironment) -> bool:
         if name in seen:
             continue
         seen.add(name)
-        source = env.loader.get_source(env, name)[0] if env.loader else ""
-        ast = env.parse(source)
+        ast = env.parse(loader.get_source(env, name)[0])
         if not jinja2.meta.find_undeclared_variables(ast) <= {"backend"}:
             return False
         for included in jinja2.meta.find_referenced_templates(ast):
