@@ -160,9 +160,12 @@ class ControlPlane:
             self._start_apiserver(self.etcd_url)
             yield
             self._wait_apiserver(deadline)
-            self._start_controllers()
+            # The garbage collector watches the kinds discovery shows when it starts and
+            # looks again only every 30 s: the CRDs first, so their children are collected
+            # from the first second (tests/real/test_garbage_collection.py).
             if self.crd_dir is not None:
                 self.install_crds(self.crd_dir, deadline)
+            self._start_controllers()
         except BaseException:
             self.stop()
             raise
@@ -285,10 +288,22 @@ class ControlPlane:
                 except kubernetes.client.ApiException as exc:
                     if exc.status != 409:
                         raise
+        served: dict[tuple[str, str], set[str]] = {}
         for name in names:
-            while not _established(ext.read_custom_resource_definition(name)):
+            while not _established(crd := ext.read_custom_resource_definition(name)):
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"CRD {name} not Established")
+                time.sleep(0.2)
+            for version in crd.spec.versions:
+                key = (crd.spec.group, version.name)
+                served.setdefault(key, set()).add(crd.spec.names.plural)
+        # Established comes a moment before discovery lists the resource; the controllers
+        # started next read discovery once.
+        objects = kubernetes.client.CustomObjectsApi(api)
+        for (group, version), plurals in served.items():
+            while not plurals <= _discovered(objects, group, version):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{group}/{version} not in discovery: {sorted(plurals)}")
                 time.sleep(0.2)
         api.close()
 
@@ -360,6 +375,18 @@ def _wait_http(url: str, deadline: float, alive, ctx: ssl.SSLContext | None = No
             last = str(exc)
         time.sleep(0.2)
     raise RuntimeError(f"{url} not ready: {last}")
+
+
+def _discovered(objects, group: str, version: str) -> set[str]:
+    import kubernetes
+
+    try:
+        resources = objects.get_api_resources(group, version).resources
+    except kubernetes.client.ApiException as exc:
+        if exc.status == 404:
+            return set()
+        raise
+    return {r.name for r in resources}
 
 
 def _established(crd) -> bool:
