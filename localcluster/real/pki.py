@@ -4,7 +4,10 @@ One CA signs the API server's serving certificate and every client certificate; 
 server maps a client certificate to a user (CN) and groups (O), which is how the admin
 (system:masters), the controller manager, the scheduler and the node (system:node:NAME in
 system:nodes, for the Node authorizer) are told apart. The service-account key pair signs
-and verifies ServiceAccount tokens.
+and verifies ServiceAccount tokens (ES256).
+
+Every key is ECDSA P-256: the tests start a fresh control plane per end-to-end test, and
+nine RSA-2048 keys cost about 1.6 s of CPU per start on this machine, against 0.05 s.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ def _openssl(*args: str, cwd: Path) -> None:
 
 
 def _key(path: Path) -> None:
-    _openssl("genrsa", "-out", path.name, "2048", cwd=path.parent)
+    _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+             "-out", path.name, cwd=path.parent)  # fmt: skip
     path.chmod(0o600)
 
 
@@ -78,7 +82,7 @@ def kubelet_serving(pki: Path, node_name: str, address: str) -> tuple[Path, Path
             pki,
             stem,
             f"/CN={node_name}",
-            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
+            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n"
             f"extendedKeyUsage=serverAuth\nsubjectAltName=IP:{address},DNS:{node_name}\n",
         )
     return pki / f"{stem}.crt", pki / f"{stem}.key"
@@ -102,7 +106,7 @@ def ensure_pki(pki: Path, identities: list[ClientIdentity]) -> None:
             pki,
             "apiserver",
             "/CN=kube-apiserver",
-            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
+            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n"
             f"extendedKeyUsage=serverAuth\nsubjectAltName={','.join(names)}\n",
         )
     for ident in identities:
@@ -111,9 +115,9 @@ def ensure_pki(pki: Path, identities: list[ClientIdentity]) -> None:
                 pki,
                 ident.file_stem,
                 ident.subject(),
-                "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
+                "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n"
                 "extendedKeyUsage=clientAuth\n",
             )
     if not (pki / "sa.key").exists():
         _key(pki / "sa.key")
-        _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
+        _openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)

@@ -41,3 +41,17 @@ def test_identities_serving_names_and_restart_keeps_the_ca(tmp_path: Path) -> No
     pki.ensure_pki(tmp_path, [pki.ADMIN, node])
     assert (tmp_path / "ca.crt").read_bytes() == ca
     assert (tmp_path / "sa.pub").read_text().startswith("-----BEGIN PUBLIC KEY-----")
+
+
+def test_every_key_is_ecdsa_p256(tmp_path: Path) -> None:
+    """RSA-2048 keys made each control-plane start spend about 1.6 s of CPU (docs in
+    localcluster/real/pki.py); the service-account key signs ES256 tokens."""
+    pki.ensure_pki(tmp_path, [pki.ADMIN])
+    for key in sorted(tmp_path.glob("*.key")):
+        text = subprocess.run(
+            ["openssl", "pkey", "-in", str(key), "-noout", "-text"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert "prime256v1" in text, key.name
