@@ -387,12 +387,12 @@ def settings_markdown(settings: tuple[Setting, ...] = SETTINGS) -> str:
     return "\n".join(lines) + "\n"
 
 
-def settings_help(*names: str) -> str:
-    """The settings as plain text for an argparse epilog: those naming any of `names`, or
-    all of both tables when none are given (one definition for the README and `--help`)."""
-    chosen = [
-        s for s in SETTINGS + DEVELOPMENT_SETTINGS if not names or any(n in s.names for n in names)
-    ]
+def settings_help(*names: str, table: tuple[Setting, ...] | None = None) -> str:
+    """The settings as plain text for a `--help` epilog: those of `table` (default: both
+    tables) naming any of `names`, or all of them when none are given (one definition for
+    the README and every `--help`)."""
+    rows = SETTINGS + DEVELOPMENT_SETTINGS if table is None else table
+    chosen = [s for s in rows if not names or any(n in s.names for n in names)]
     lines = ["environment:"]
     for s in chosen:
         lines.append(f"  {', '.join(s.names)}")

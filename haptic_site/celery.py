@@ -13,7 +13,7 @@ from dataclasses import fields
 import click
 from celery import Celery, signals
 
-from config.env import export
+from config.env import SETTINGS, export, settings_help
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "haptic_site.settings")
 
@@ -27,6 +27,11 @@ def _install_controller() -> None:
     from controller.replica_runtime import install
 
     install(app)
+    # `celery -A haptic_site worker --help` ends with the settings a replica reads; "\b"
+    # keeps click from re-wrapping the list.
+    from celery.bin.worker import worker
+
+    worker.epilog = "\b\n" + settings_help(table=SETTINGS)
     for f in fields(HubConfig):
         flag = "--ha-" + f.name.replace("_", "-")
         if f.name == "mode":

@@ -126,6 +126,9 @@ def test_every_setting_product_code_reads_is_in_a_table(string_first_arguments: 
             ["agents", "serve", "--help"],
             [s for s in env.SETTINGS if {"HAPTIC_HAPROXY_BIN", "POD_IP"} & set(s.names)],
         ),
+        # A controller replica and the web site read the production table.
+        (["celery", "-A", "haptic_site", "worker", "--help"], list(env.SETTINGS)),
+        (["manage", "--help"], list(env.SETTINGS)),
     ],
 )
 def test_help_lists_the_settings_from_the_same_definition(argv: list[str], expected: list) -> None:
