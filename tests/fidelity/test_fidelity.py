@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from localcluster.real.cluster import missing_binaries
 from localcluster.real.testing import RealApiServer
 from localcluster.testing import ApiServer
 from tests.fidelity.compare import load_known, replay, unexplained
 from tests.fidelity.replay import load_corpus
+from tests.real import NEEDS_REAL_CONTROL_PLANE
 
 # Lease election, custom resources with the status subresource, Conflict/NotFound/Invalid,
 # and the gate condition applied with SSA next to the node's own conditions.
@@ -38,10 +38,7 @@ def subset() -> list[dict]:
     return [s for s in load_corpus() if chosen(s["id"])]
 
 
-@pytest.mark.skipif(
-    bool(missing_binaries()),
-    reason=f"real control plane not built ({', '.join(missing_binaries())}): run make kube",
-)
+@NEEDS_REAL_CONTROL_PLANE
 @pytest.mark.timeout(240)
 def test_subset_has_no_unexplained_difference() -> None:
     corpus = subset()

@@ -21,13 +21,10 @@ import urllib3
 from kubernetes import client
 
 from controller.kubeclient import from_configuration, from_kubeconfig
-from localcluster.real.cluster import missing_binaries
+from tests.real import NEEDS_REAL_CONTROL_PLANE
 
 pytestmark = [
-    pytest.mark.skipif(
-        bool(missing_binaries()),
-        reason=f"real control plane not built ({', '.join(missing_binaries())}): run make kube",
-    ),
+    NEEDS_REAL_CONTROL_PLANE,
     pytest.mark.timeout(300),
 ]
 

@@ -18,14 +18,11 @@ from kubernetes import client
 
 from controller.hub.kube import CFG, MAP, Kube
 from controller.kubeclient import from_kubeconfig
-from localcluster.real.cluster import missing_binaries
 from tests.hub.scenario import checkpoint, map_file, wait_for
+from tests.real import NEEDS_REAL_CONTROL_PLANE
 
 pytestmark = [
-    pytest.mark.skipif(
-        bool(missing_binaries()),
-        reason=f"real control plane not built ({', '.join(missing_binaries())}): run make kube",
-    ),
+    NEEDS_REAL_CONTROL_PLANE,
     pytest.mark.timeout(300),
 ]
 

@@ -17,14 +17,11 @@ from pathlib import Path
 import pytest
 
 from devstack import stack
-from localcluster.real.cluster import missing_binaries
+from tests.real import NEEDS_REAL_CONTROL_PLANE
 from tests.run.test_make_run import MakeRun, _alive, _curl, _pod_ips
 
 pytestmark = [
-    pytest.mark.skipif(
-        bool(missing_binaries()),
-        reason=f"real control plane not built ({', '.join(missing_binaries())}): run make kube",
-    ),
+    NEEDS_REAL_CONTROL_PLANE,
     pytest.mark.timeout(900),
 ]
 

@@ -31,16 +31,13 @@ from contract import CERT_KEY, CHECKPOINT_ROLE, ROLE_LABEL, unpack
 from devstack import stack
 from devstack.stack import wait_for
 from localcluster.real import audit
-from localcluster.real.cluster import missing_binaries
 from tests.conftest import REPO_ROOT
 from tests.e2e.harness import System, start_system
 from tests.e2e.test_retained_configuration import break_rendering, checkpoint_for_intent
+from tests.real import NEEDS_REAL_CONTROL_PLANE
 
 pytestmark = [
-    pytest.mark.skipif(
-        bool(missing_binaries()),
-        reason=f"real control plane not built ({', '.join(missing_binaries())}): run make kube",
-    ),
+    NEEDS_REAL_CONTROL_PLANE,
     pytest.mark.django_db(transaction=True),
     pytest.mark.timeout(1200),
 ]

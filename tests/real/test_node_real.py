@@ -18,13 +18,10 @@ import pytest
 
 from devstack import stack
 from devstack.stack import wait_for
-from localcluster.real.cluster import missing_binaries
+from tests.real import NEEDS_REAL_CONTROL_PLANE
 
 pytestmark = [
-    pytest.mark.skipif(
-        bool(missing_binaries()),
-        reason=f"real control plane not built ({', '.join(missing_binaries())}): run make kube",
-    ),
+    NEEDS_REAL_CONTROL_PLANE,
     pytest.mark.timeout(600),
 ]
 GATE = "example.com/gate"

@@ -27,16 +27,13 @@ from controller.hub.kube import CFG, MAP, SECRET, TEMPLATE, Kube
 from controller.hub.mirror import Mirror
 from controller.kubeclient import bounded_copy
 from localcluster.real import audit
-from localcluster.real.cluster import missing_binaries
 from tests.e2e.harness import LOG_ROOT
 from tests.hub.scenario import seed_active_cluster, wait_for
+from tests.real import NEEDS_REAL_CONTROL_PLANE
 from tests.real.test_manifests import DEPLOY, NS, kubectl
 
 pytestmark = [
-    pytest.mark.skipif(
-        bool(missing_binaries()),
-        reason=f"real control plane not built ({', '.join(missing_binaries())}): run make kube",
-    ),
+    NEEDS_REAL_CONTROL_PLANE,
     pytest.mark.timeout(600),
 ]
 
