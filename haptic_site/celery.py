@@ -8,6 +8,7 @@ Cross-cluster Active/Standby is chosen with `--ha-mode` and the other `--ha-*` o
 """
 
 import os
+import sys
 from dataclasses import fields
 
 import click
@@ -27,11 +28,12 @@ def _install_controller() -> None:
     from controller.replica_runtime import install
 
     install(app)
-    # `celery -A haptic_site worker --help` ends with the settings a replica reads; "\b"
-    # keeps click from re-wrapping the list.
-    from celery.bin.worker import worker
-
-    worker.epilog = "\b\n" + settings_help(table=SETTINGS)
+    # `celery -A haptic_site worker --help` ends with the settings a replica reads ("\b"
+    # keeps click from re-wrapping the list). Only the `celery` command line has loaded its
+    # worker command; the web site does not pay for importing it.
+    cli = sys.modules.get("celery.bin.worker")
+    if cli is not None:
+        cli.worker.epilog = "\b\n" + settings_help(table=SETTINGS)
     for f in fields(HubConfig):
         flag = "--ha-" + f.name.replace("_", "-")
         if f.name == "mode":

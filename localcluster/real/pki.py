@@ -57,8 +57,13 @@ def _key(path: Path) -> None:
     path.chmod(0o600)
 
 
-def _signed(pki: Path, stem: str, subject: str, extensions: str) -> None:
-    """A key and a certificate for it signed by the CA, with the given v3 extensions."""
+def _signed(pki: Path, stem: str, subject: str, usage: str, names: tuple[str, ...] = ()) -> None:
+    """A key and a leaf certificate for it signed by the CA: `usage` serverAuth or
+    clientAuth, `names` its subject alternative names."""
+    extensions = (
+        f"basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage={usage}\n"
+        + (f"subjectAltName={','.join(names)}\n" if names else "")
+    )
     _key(pki / f"{stem}.key")
     _openssl("req", "-new", "-key", f"{stem}.key", "-subj", subject, "-out", f"{stem}.csr",
              cwd=pki)  # fmt: skip
@@ -78,13 +83,7 @@ def kubelet_serving(pki: Path, node_name: str, address: str) -> tuple[Path, Path
     cluster CA; kept per address, so a restarted node with the same block reuses it."""
     stem = f"kubelet-{address}"
     if not (pki / f"{stem}.crt").exists():
-        _signed(
-            pki,
-            stem,
-            f"/CN={node_name}",
-            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n"
-            f"extendedKeyUsage=serverAuth\nsubjectAltName=IP:{address},DNS:{node_name}\n",
-        )
+        _signed(pki, stem, f"/CN={node_name}", "serverAuth", (f"IP:{address}", f"DNS:{node_name}"))
     return pki / f"{stem}.crt", pki / f"{stem}.key"
 
 
@@ -97,27 +96,15 @@ def ensure_pki(pki: Path, identities: list[ClientIdentity]) -> None:
         _openssl("req", "-x509", "-new", "-key", "ca.key", "-subj", "/CN=localcluster-ca",
                  "-days", DAYS, "-sha256", "-out", "ca.crt", cwd=pki)  # fmt: skip
     if not (pki / "apiserver.crt").exists():
-        names = [
+        names = (
             "DNS:localhost", "DNS:kubernetes", "DNS:kubernetes.default",
             "DNS:kubernetes.default.svc", "DNS:kubernetes.default.svc.cluster.local",
             "IP:127.0.0.1",
-        ]  # fmt: skip
-        _signed(
-            pki,
-            "apiserver",
-            "/CN=kube-apiserver",
-            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n"
-            f"extendedKeyUsage=serverAuth\nsubjectAltName={','.join(names)}\n",
-        )
+        )  # fmt: skip
+        _signed(pki, "apiserver", "/CN=kube-apiserver", "serverAuth", names)
     for ident in identities:
         if not (pki / f"{ident.file_stem}.crt").exists():
-            _signed(
-                pki,
-                ident.file_stem,
-                ident.subject(),
-                "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n"
-                "extendedKeyUsage=clientAuth\n",
-            )
+            _signed(pki, ident.file_stem, ident.subject(), "clientAuth")
     if not (pki / "sa.key").exists():
         _key(pki / "sa.key")
         _openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
