@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from bench.harness import summarize
+from localcluster.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH_DB = "haptic_bench_api"
@@ -150,16 +150,10 @@ def _query_counts(token: str) -> dict[int, int]:
     return counts
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _latencies(token: str, paths: list[str]) -> list[float]:
     import httpx
 
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [
             str(Path(sys.executable).parent / "gunicorn"),

@@ -26,8 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.bench_api import _admin, _free_port, _server_url, _with_db
+from bench.bench_api import _admin, _server_url, _with_db
 from bench.harness import summarize
+from localcluster.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATABASE = "haptic_bench_live"
@@ -149,7 +150,7 @@ def child() -> list[dict[str, Any]]:
     from tests.site.test_browser import CHROMIUM
 
     _history()
-    port = _free_port()
+    port = free_port()
     server = _web(port)
     try:
         with sync_playwright() as p:

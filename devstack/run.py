@@ -46,6 +46,7 @@ from typing import Any
 
 from config import env
 from contract import EPOCH_ANNOTATION, parse_epoch
+from localcluster.ports import free_ports
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VAR_DIR = env.var_dir(REPO_ROOT / "var").resolve()
@@ -331,10 +332,9 @@ class Run:
 
 
 def _health_ports(cfg: Settings, count: int) -> list[int]:
-    from devstack import stack
 
     if cfg.health_base == 0:
-        return [stack.free_port() for _ in range(count)]
+        return free_ports(count=count)
     return [cfg.health_base + i for i in range(count)]
 
 

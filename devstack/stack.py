@@ -402,13 +402,6 @@ def wait_for(predicate, timeout: float, interval: float = 0.2, what: str = "cond
 # -- helpers shared by `make run`, the operator commands and their tests ---------------------
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (the caller binds it soon after)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)

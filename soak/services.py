@@ -16,11 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from localcluster.ports import free_port
 
 
 def _wait_port(port: int, up: bool, timeout: float) -> bool:

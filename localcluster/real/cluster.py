@@ -8,7 +8,6 @@ import base64
 import json
 import os
 import signal
-import socket
 import ssl
 import time
 import urllib.request
@@ -19,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from config.env import kube_bin_dir
+from localcluster.ports import free_port, free_ports
 
 from . import pki
 
@@ -57,12 +57,6 @@ AUDIT_POLICY = {
 def missing_binaries(bin_dir: Path = BIN_DIR) -> list[str]:
     """The control-plane programs not built yet (empty when `make kube` ran)."""
     return [name for name in BINARIES if not os.access(bin_dir / name, os.X_OK)]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _b64(path: Path) -> str:
@@ -190,7 +184,7 @@ class ControlPlane:
         return check
 
     def _start_etcd(self) -> str:
-        client, peer = free_port(), free_port()
+        client, peer = free_ports(count=2)
         etcd_url = f"http://127.0.0.1:{client}"
         peer_url = f"http://127.0.0.1:{peer}"
         self._spawn(

@@ -22,6 +22,7 @@ import httpx
 
 from agents.client import AgentClient
 from agents.manifest import build_manifest
+from localcluster.ports import free_ports
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "test-token-" + "x" * 24
@@ -30,12 +31,6 @@ TOKEN = "test-token-" + "x" * 24
 def free_ip() -> str:
     """A random loopback address, so parallel runs of other engineers do not collide."""
     return f"127.{random.randint(64, 250)}.{random.randint(1, 250)}.{random.randint(2, 250)}"
-
-
-def free_port(ip: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((ip, 0))
-        return sock.getsockname()[1]
 
 
 def port_free_on(ips: Sequence[str]) -> int:
@@ -208,9 +203,7 @@ class AgentProcess:
         self.entry = entry or ["agents"]
         self.data_dir = data_dir
         self.ip = free_ip()
-        self.port = free_port(self.ip)
-        self.readiness_port = free_port(self.ip)
-        self.frontend_port = free_port(self.ip)
+        self.port, self.readiness_port, self.frontend_port = free_ports(self.ip, 3)
         data_dir.mkdir(parents=True, exist_ok=True)
         self.token_file = data_dir.parent / f"{data_dir.name}.token"
         self.token_file.write_text(TOKEN + "\n")

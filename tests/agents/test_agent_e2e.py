@@ -21,12 +21,12 @@ from agents.client import (
 )
 from agents.filetree import hash_tree
 from agents.manifest import build_manifest
+from localcluster.ports import free_port
 from tests.agents.helpers import (
     TOKEN,
     AgentProcess,
     Backend,
     Site,
-    free_port,
     haproxy_processes_for,
     manifest_for,
     structure_digest,

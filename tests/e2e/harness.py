@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import tempfile
 import time
 import uuid
@@ -19,14 +18,8 @@ import kubernetes
 from agents.client import AgentClient, AgentState
 from devstack import stack
 from localcluster.node import NodeAgent
+from localcluster.ports import free_port
 from localcluster.testing import ApiServer, start_cluster
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 LOG_ROOT = Path(os.environ.get("HAPTIC_TEST_ARTIFACTS", stack.REPO_ROOT / "test-artifacts"))
 

@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from devstack import stack
-from tests.e2e.harness import System, free_port
+from localcluster.ports import free_port
+from tests.e2e.harness import System
 
 # A stand-in controller: sleeps, then serves /healthz on the given port.
 LATE_LISTENER = """

@@ -12,15 +12,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from localcluster.ports import free_port
+
 from .support import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def test_answers_with_pod_name_and_stops_on_sigterm(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from devstack import stack
+from localcluster.ports import free_port
 from tests.real import NEEDS_REAL_CONTROL_PLANE
 from tests.run.test_make_run import MakeRun, _alive, _curl, _pod_ips
 
@@ -34,7 +35,7 @@ class RealMakeRun(MakeRun):
 @pytest.fixture
 def make_run() -> Iterator[RealMakeRun]:
     var_dir = Path(tempfile.mkdtemp(prefix="haptic-run-real-")) / "var"
-    run = RealMakeRun(var_dir, stack.free_port())
+    run = RealMakeRun(var_dir, free_port())
     run.start()
     try:
         yield run

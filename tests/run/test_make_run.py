@@ -32,6 +32,7 @@ import kubernetes
 import pytest
 
 from devstack import stack
+from localcluster.ports import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -177,7 +178,7 @@ def make_run() -> Iterator[MakeRun]:
     # Short path: HAProxy's unix sockets live under the pod directories (108-byte limit).
     var_dir = Path(tempfile.mkdtemp(prefix="haptic-run-")) / "var"
     shutil.rmtree(ARTIFACTS, ignore_errors=True)
-    run = MakeRun(var_dir, stack.free_port())
+    run = MakeRun(var_dir, free_port())
     run.start()
     try:
         yield run

@@ -25,7 +25,8 @@ import pytest
 from django.db import connection
 from rest_framework.authtoken.models import Token
 
-from devstack.stack import free_port, web_command
+from devstack.stack import web_command
+from localcluster.ports import free_port
 from tests.conftest import REPO_ROOT
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(480)]

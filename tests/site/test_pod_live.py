@@ -13,7 +13,8 @@ from django.test import Client
 
 from checkpoints import store
 from dashboard import live
-from tests.agents.helpers import AgentProcess, Site, free_ip, free_port, manifest_for
+from localcluster.ports import free_port
+from tests.agents.helpers import AgentProcess, Site, free_ip, manifest_for
 from tests.site import factories as f
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]

@@ -21,7 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from devstack.stack import free_port, web_command
+from devstack.stack import web_command
+from localcluster.ports import free_port
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(180)
