@@ -69,6 +69,10 @@ REAL_TIER ?= tests/real/test_manifests.py tests/e2e tests/hub tests/retained/tes
 	tests/retained/test_renewal.py tests/retained/test_seed_cases.py \
 	tests/retained/test_term_holes.py tests/real tests/fidelity
 TEST_ENV = DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)}
+# The local tier's API servers record the distinct shapes of the requests they answer
+# (HAPTIC_REQUEST_SHAPES); each one the code sent must be replayed by the fidelity corpus
+# (tests/fidelity/README.md, "Recorded requests"; the table is written next to them).
+REQUEST_SHAPES := var/request-shapes
 
 # Both tiers run, each printing its own summary; either failing (exit 5, nothing collected,
 # included) fails the target. Without Go the real control plane cannot be built: the real
@@ -76,8 +80,12 @@ TEST_ENV = DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDI
 test: lint browser $(if $(shell command -v go 2>/dev/null),$(KUBE_BUILT))
 	@status=0; \
 	echo ">> local tier: the whole suite on the local cluster"; \
-	$(TEST_ENV) $(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile \
-		--ignore=tests/real --ignore=tests/fidelity $(PYTEST_ARGS) || status=1; \
+	rm -rf $(REQUEST_SHAPES); \
+	$(TEST_ENV) HAPTIC_REQUEST_SHAPES=$(CURDIR)/$(REQUEST_SHAPES) $(VENV)/bin/pytest \
+		-n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/real --ignore=tests/fidelity \
+		$(PYTEST_ARGS) || status=1; \
+	$(PY) -m tests.fidelity.coverage $(REQUEST_SHAPES) --out $(REQUEST_SHAPES)/coverage.md \
+		|| status=1; \
 	if [ -f $(KUBE_BUILT) ]; then \
 		echo ">> real tier: $(REAL_TIER) on the real control plane"; \
 		$(TEST_ENV) HAPTIC_TEST_CLUSTER=real $(VENV)/bin/pytest -n $(PYTEST_WORKERS) \

@@ -27,7 +27,7 @@ from kubernetes import config as k8s_config
 
 from checkpoints import mapping, store
 from checkpoints.models import MirrorState
-from contract import API_VERSION, CONTROLLER_COMPONENT
+from contract import API_VERSION, CONTROLLER_COMPONENT, MIRROR_USER_AGENT
 from kubewatch import Gone, Reflector, ReflectorConfig
 
 log = logging.getLogger(__name__)
@@ -117,9 +117,12 @@ def watched_kinds() -> list[WatchedKind]:
 def load_api_client(kubeconfig: str | None = None) -> k8s.ApiClient:
     """An ApiClient from a kubeconfig path, else in-cluster configuration."""
     if kubeconfig:
-        return k8s_config.new_client_from_config(config_file=kubeconfig)
-    k8s_config.load_incluster_config()
-    return k8s.ApiClient()
+        api = k8s_config.new_client_from_config(config_file=kubeconfig)
+    else:
+        k8s_config.load_incluster_config()
+        api = k8s.ApiClient()
+    api.user_agent = MIRROR_USER_AGENT
+    return api
 
 
 class KindWatcher:

@@ -151,6 +151,13 @@ def test_cluster_kind() -> str:
     return env_text("HAPTIC_TEST_CLUSTER", "local")
 
 
+def request_shapes_dir() -> Path | None:
+    """HAPTIC_REQUEST_SHAPES: a folder where every local API server a test starts records the
+    distinct shapes of the requests it answers (tests/fidelity/README.md); unset: none."""
+    raw = env_text("HAPTIC_REQUEST_SHAPES")
+    return Path(raw) if raw else None
+
+
 def kube_bin_dir(default: Path) -> Path:
     """HAPTIC_KUBE_BIN: where `make kube` put etcd and the Kubernetes binaries."""
     return Path(env_text("HAPTIC_KUBE_BIN") or default)
@@ -369,6 +376,12 @@ DEVELOPMENT_SETTINGS: tuple[Setting, ...] = (
         ("HAPTIC_TEST_CLUSTER",),
         "`local`",
         "`real`: test fixtures start the real control plane (the real tier of `make test`)",
+    ),
+    Setting(
+        ("HAPTIC_REQUEST_SHAPES",),
+        "unset",
+        "a folder: each local API server a test starts records its distinct request shapes "
+        "there (`make test` checks them against the fidelity corpus)",
     ),
     Setting(
         ("HAPTIC_KUBE_BIN",),

@@ -16,6 +16,10 @@ CFG_KIND = "HAProxyCfg"
 # source.component and reportingComponent of the controller's Events; the site mirror
 # selects render warnings in every namespace by it.
 CONTROLLER_COMPONENT = "haptic-controller"
+# The User-Agent of the site's database mirror (checkpoints/mirror.py), so an API server's
+# log, and the fidelity check of recorded requests (tests/fidelity/coverage.py), can tell it
+# from the tests' own kubernetes clients.
+MIRROR_USER_AGENT = "haptic-mirror"
 CFG_PLURAL = "haproxycfgs"
 
 

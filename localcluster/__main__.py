@@ -51,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
             help="append one JSON line per mutating request here (localcluster/audit.py)",
         )
         p.add_argument(
+            "--request-shapes",
+            type=Path,
+            default=None,
+            help="append each distinct request shape here, once (localcluster/requestshapes.py)",
+        )
+        p.add_argument(
             "--bookmark-interval",
             type=float,
             default=5.0,
@@ -112,6 +118,7 @@ async def _run(args: argparse.Namespace) -> int:
         bookmark_interval=args.bookmark_interval,
         event_ttl=args.event_ttl,
         audit_log=args.audit_log,
+        request_shapes=args.request_shapes,
     )
     await server.start(args.port, args.admin_port, args.host)
     print(f"apiserver listening on {server.url}", flush=True)

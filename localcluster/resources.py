@@ -50,6 +50,9 @@ class ResourceType:
     status_subresource: bool = False
     # Whether metadata.generation is kept (bumped on changes outside metadata and status).
     generation: bool = False
+    # Deployments: a change of annotations bumps it too, as kube-apiserver's strategy does
+    # (they are copied to the ReplicaSets; tests/fidelity, deployment-patch-merge).
+    generation_counts_annotations: bool = False
     list_keys: ListKeys = field(default_factory=dict)
     set_lists: frozenset[str] = frozenset(SET_LISTS)
     # Strategic merge patch is refused for custom resources, as by the real server.
@@ -227,6 +230,7 @@ BUILTIN: list[ResourceType] = [
         short_names=("deploy",),
         status_subresource=True,
         generation=True,
+        generation_counts_annotations=True,
         list_keys={**_META, **_prefixed("spec.template.spec", _POD_SPEC), **_conditions()},
         scale=_REPLICAS_SCALE,
         categories=("all",),

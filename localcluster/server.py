@@ -23,6 +23,7 @@ from localcluster.faultgate import FaultGate
 from localcluster.patches import json_patch, merge_patch, strategic_merge
 from localcluster.persist import Journal
 from localcluster.podlogs import truthy as _truthy
+from localcluster.requestshapes import ShapeRecorder, shape_of
 from localcluster.resources import ResourceType
 from localcluster.selectors import (
     fields_match,
@@ -92,9 +93,11 @@ class ApiServer:
         bookmark_interval: float = 5.0,
         event_ttl: float = 3600.0,
         audit_log: Path | None = None,
+        request_shapes: Path | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.audit = AuditLog(audit_log) if audit_log is not None else None
+        self.shapes = ShapeRecorder(request_shapes) if request_shapes is not None else None
         self.crd_dir = crd_dir
         self.bookmark_interval = bookmark_interval
         self.event_ttl = event_ttl
@@ -136,7 +139,7 @@ class ApiServer:
         self.host = host
         self.load()
         app = web.Application(
-            middlewares=[self._audit_middleware, self._fault_middleware],
+            middlewares=[self._shape_middleware, self._audit_middleware, self._fault_middleware],
             client_max_size=MAX_REQUEST_BYTES,
         )
         app.router.add_route("*", "/{tail:.*}", self.handle)
@@ -229,6 +232,8 @@ class ApiServer:
             self.journal.close()
         if self.audit is not None:
             self.audit.close()
+        if self.shapes is not None:
+            self.shapes.close()
 
     # --- refusing connections ----------------------------------------------------------------
 
@@ -259,6 +264,20 @@ class ApiServer:
 
     async def admin_health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
+
+    @web.middleware
+    async def _shape_middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if self.shapes is not None:
+            shape = shape_of(
+                request.method,
+                request.path,
+                request.query.keys(),
+                request.headers.get("Content-Type", ""),
+                bool(request.content_length)
+                or "chunked" in request.headers.get("Transfer-Encoding", ""),
+            )
+            self.shapes.record(shape, request.headers.get("User-Agent", ""))
+        return await handler(request)
 
     @web.middleware
     async def _audit_middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:

@@ -13,13 +13,14 @@ import tempfile
 import threading
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Self
 
 import kubernetes
 
-from config.env import child_environ, test_cluster_kind
+from config.env import child_environ, request_shapes_dir, test_cluster_kind
 from controller.kubeclient import from_kubeconfig
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +34,9 @@ def _launch(
         sys.executable, "-m", "localcluster", "serve", "--port", str(port),
         "--state-dir", str(state_dir), *extra_args,
     ]  # fmt: skip
+    shapes = request_shapes_dir()
+    if shapes is not None and "--request-shapes" not in extra_args:
+        cmd += ["--request-shapes", str(shapes / f"{uuid.uuid4().hex}.jsonl")]
     return launch_server(cmd, "apiserver", timeout)
 
 

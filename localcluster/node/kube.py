@@ -19,11 +19,13 @@ from kubewatch import Reflector, ReflectorConfig
 
 from .objutil import normalized, rv_newer
 
-__all__ = ["MERGE_PATCH", "Informer", "normalized", "raw", "rv_newer"]
+__all__ = ["MERGE_PATCH", "NODE_USER_AGENT", "Informer", "normalized", "raw", "rv_newer"]
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+# The User-Agent of every request the node sends (tests/fidelity/coverage.py counts them).
+NODE_USER_AGENT = "localcluster-node"
 MERGE_PATCH = "application/merge-patch+json"  # the client picks JSON patch for dicts otherwise
 Handler = Callable[[str, Obj], None]  # (event type, object)
 
@@ -37,7 +39,7 @@ def make_api_client(api_url: str | None, kubeconfig: Path | None) -> client.ApiC
         cfg = client.Configuration()
         cfg.host = api_url or "http://127.0.0.1:6443"
         api = client.ApiClient(cfg)
-    api.user_agent = "localcluster-node"
+    api.user_agent = NODE_USER_AGENT
     return api
 
 

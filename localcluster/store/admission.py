@@ -110,6 +110,17 @@ def spec_part(obj: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
 
 
+def generation_changes(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether an update bumps metadata.generation: a change outside metadata and status,
+    or of the annotations where the kind counts them (Deployments)."""
+    if spec_part(old) != spec_part(new):
+        return True
+    if not rt.generation_counts_annotations:
+        return False
+    annotations = [(o.get("metadata") or {}).get("annotations") or {} for o in (old, new)]
+    return annotations[0] != annotations[1]
+
+
 def without_managed(obj: dict[str, Any]) -> dict[str, Any]:
     out = dict(obj)
     meta = dict(out.get("metadata") or {})

@@ -86,7 +86,7 @@ class Writes(Reads):
             if causes:
                 raise invalid(rt.kind, rt.group, name, causes)
         admission.validate(rt, new)
-        if rt.generation and admission.spec_part(old) != admission.spec_part(new):
+        if rt.generation and admission.generation_changes(rt, old, new):
             meta["generation"] = int(old_meta.get("generation", 1)) + 1
         if managers is None:
             managers = ssa.record_update(

@@ -125,6 +125,36 @@ def test_generation_bumps_on_spec_changes_only(client, namespace):
     assert dep.metadata.generation == 2 and dep.status.replicas == 3
 
 
+def test_a_deployments_generation_also_counts_its_annotations(client, namespace):
+    """kube-apiserver bumps a Deployment's generation when its annotations change too (they
+    are copied to its ReplicaSets); a merge patch of one annotation took the real server's
+    Deployment from generation 2 to 3 (tests/fidelity: deployment-patch-merge, found by the
+    recorded request shapes). Labels still do not count."""
+    apps = kubernetes.client.AppsV1Api(client)
+    apps.create_namespaced_deployment(
+        namespace,
+        {
+            "metadata": {"name": "d"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "d"}},
+                "template": {
+                    "metadata": {"labels": {"app": "d"}},
+                    "spec": {"containers": [{"name": "c", "image": "i"}]},
+                },
+            },
+        },
+    )
+    merge = {"_content_type": "application/merge-patch+json"}
+    patch = {"metadata": {"annotations": {"deployment.kubernetes.io/revision": "1"}}}
+    dep = apps.patch_namespaced_deployment("d", namespace, patch, **merge)
+    assert dep.metadata.generation == 2
+    dep = apps.patch_namespaced_deployment("d", namespace, patch, **merge)
+    assert dep.metadata.generation == 2  # no change, no bump
+    dep = apps.patch_namespaced_deployment("d", namespace, {"metadata": {"labels": {"x": "y"}}})
+    assert dep.metadata.generation == 2
+
+
 def test_status_subresource_separation(core, namespace):
     pod = core.create_namespaced_pod(namespace, _pod("p"))
     assert pod.status.phase == "Pending"

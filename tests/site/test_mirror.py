@@ -527,3 +527,14 @@ def test_a_checkpoint_listed_after_the_published_config_is_promoted_at_the_first
         timeout=10,
         what="the checkpoint promoted by the first list",
     )
+
+
+def test_the_mirror_says_who_it_is_to_the_api_server(tmp_path: Path) -> None:
+    """Its requests carry haptic-mirror, so the API server's log (and the fidelity check of
+    recorded request shapes, tests/fidelity/coverage.py) can tell them from a test's."""
+    record = tmp_path / "shapes.jsonl"
+    with ApiServer.start(extra_args=["--request-shapes", str(record)]) as api:
+        api_client = mirror_module.load_api_client(str(api.kubeconfig))
+        assert api_client.user_agent == mirror_module.MIRROR_USER_AGENT
+        client.CoreV1Api(api_client).list_namespaced_secret("default")
+    assert '"userAgent":"haptic-mirror"' in record.read_text()
