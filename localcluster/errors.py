@@ -98,12 +98,15 @@ def already_exists(plural: str, group: str, name: str) -> ApiError:
     )
 
 
-def conflict(plural: str, group: str, name: str, why: str) -> ApiError:
+def conflict(plural: str, group: str, name: str, why: str, kind: str = "") -> ApiError:
+    """409 Conflict. details.kind is the plural, except where kube-apiserver names something
+    else: the Kind for a failed delete precondition, "pods/binding" for a binding
+    (tests/fidelity)."""
     return ApiError(
         409,
         f'Operation cannot be fulfilled on {_qualified(plural, group)} "{name}": {why}',
         "Conflict",
-        {"name": name, "group": group, "kind": plural},
+        {"name": name, "group": group, "kind": kind or plural},
     )
 
 

@@ -15,6 +15,9 @@ from localcluster.store import admission
 from localcluster.store.model import CRD_KEY, NS_KEY, DeleteOptions, clone, now_iso
 from localcluster.store.reads import Reads
 
+# What kube-apiserver names in the details of a binding's Conflict (tests/fidelity: pod-bind-again).
+BINDING_KIND = "pods/binding"
+
 
 class Writes(Reads):
     def create(
@@ -272,6 +275,7 @@ class Writes(Reads):
                 name,
                 f"Precondition failed: UID in precondition: {options.uid}, "
                 f"UID in object meta: {meta.get('uid')}",
+                kind=rt.kind,
             )
         if options.resource_version is not None and (
             str(options.resource_version) != meta["resourceVersion"]
@@ -283,6 +287,7 @@ class Writes(Reads):
                 "Precondition failed: ResourceVersion in precondition: "
                 f"{options.resource_version}, ResourceVersion in object meta: "
                 f"{meta['resourceVersion']}",
+                kind=rt.kind,
             )
         new = clone(obj)
         new_meta = new["metadata"]
@@ -362,11 +367,16 @@ class Writes(Reads):
                 name,
                 "Precondition failed: UID in precondition: "
                 f"{want_uid}, UID in object meta: {pod['metadata'].get('uid')}",
+                kind=BINDING_KIND,
             )
         current = (pod.get("spec") or {}).get("nodeName")
         if current:
             raise conflict(
-                rt.plural, rt.group, name, f'pod {name} is already assigned to node "{current}"'
+                rt.plural,
+                rt.group,
+                name,
+                f'pod {name} is already assigned to node "{current}"',
+                kind=BINDING_KIND,
             )
         new = clone(pod)
         new["spec"]["nodeName"] = target

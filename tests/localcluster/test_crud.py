@@ -98,22 +98,23 @@ def test_create_in_missing_namespace_is_not_found(core):
     assert json.loads(err.value.body)["message"] == 'namespaces "no-such-ns" not found'
 
 
-def test_generation_bumps_on_spec_changes_only(client, namespace):
-    apps = kubernetes.client.AppsV1Api(client)
-    dep = apps.create_namespaced_deployment(
-        namespace,
-        {
-            "metadata": {"name": "d"},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": "d"}},
-                "template": {
-                    "metadata": {"labels": {"app": "d"}},
-                    "spec": {"containers": [{"name": "c", "image": "i"}]},
-                },
+def _deployment(name: str) -> dict:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
             },
         },
-    )
+    }
+
+
+def test_generation_bumps_on_spec_changes_only(client, namespace):
+    apps = kubernetes.client.AppsV1Api(client)
+    dep = apps.create_namespaced_deployment(namespace, _deployment("d"))
     assert dep.metadata.generation == 1
     dep = apps.patch_namespaced_deployment("d", namespace, {"metadata": {"labels": {"x": "y"}}})
     assert dep.metadata.generation == 1
@@ -131,20 +132,7 @@ def test_a_deployments_generation_also_counts_its_annotations(client, namespace)
     Deployment from generation 2 to 3 (tests/fidelity: deployment-patch-merge, found by the
     recorded request shapes). Labels still do not count."""
     apps = kubernetes.client.AppsV1Api(client)
-    apps.create_namespaced_deployment(
-        namespace,
-        {
-            "metadata": {"name": "d"},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": "d"}},
-                "template": {
-                    "metadata": {"labels": {"app": "d"}},
-                    "spec": {"containers": [{"name": "c", "image": "i"}]},
-                },
-            },
-        },
-    )
+    apps.create_namespaced_deployment(namespace, _deployment("d"))
     merge = {"_content_type": "application/merge-patch+json"}
     patch = {"metadata": {"annotations": {"deployment.kubernetes.io/revision": "1"}}}
     dep = apps.patch_namespaced_deployment("d", namespace, patch, **merge)
@@ -323,6 +311,36 @@ def test_pod_binding_sets_node_once(core, namespace):
     with pytest.raises(ApiException) as err:
         core.create_namespaced_pod_binding("b", namespace, binding, _preload_content=False)
     assert err.value.status == 409
+    # kube-apiserver names the subresource in a binding Conflict (tests/fidelity: pod-bind-again).
+    assert json.loads(err.value.body)["details"]["kind"] == "pods/binding"
+
+
+def test_a_precondition_conflict_names_the_kind(core, client, namespace):
+    """As kube-apiserver: a delete whose uid or resourceVersion precondition fails answers a
+    Conflict whose details.kind is the Kind ("Secret", "HAProxyMapFile"); other Conflicts
+    name the plural (tests/fidelity: secret-delete-stale-rv, mapfile-delete-stale)."""
+    core.create_namespaced_secret(namespace, {"metadata": {"name": "s"}})
+    stale = {"preconditions": {"uid": "not-its-uid"}}
+    with pytest.raises(ApiException) as err:
+        core.delete_namespaced_secret("s", namespace, body=stale)
+    assert err.value.status == 409
+    assert json.loads(err.value.body)["details"]["kind"] == "Secret"
+    custom = kubernetes.client.CustomObjectsApi(client)
+    body = {
+        "apiVersion": "haproxy-haptic.org/v1alpha1",
+        "kind": "HAProxyMapFile",
+        "metadata": {"name": "m"},
+        "spec": {"path": "/m", "content": "", "checksum": "sha256:00"},
+    }
+    created = custom.create_namespaced_custom_object(
+        "haproxy-haptic.org", "v1alpha1", namespace, "haproxymapfiles", body
+    )
+    with pytest.raises(ApiException) as err:
+        custom.delete_namespaced_custom_object(
+            "haproxy-haptic.org", "v1alpha1", namespace, "haproxymapfiles", "m",
+            body={"preconditions": {"resourceVersion": "1", "uid": created["metadata"]["uid"]}},
+        )  # fmt: skip
+    assert json.loads(err.value.body)["details"]["kind"] == "HAProxyMapFile"
 
 
 def test_dry_run_writes_nothing(core, namespace):
