@@ -42,6 +42,7 @@ from typing import Any
 import kubernetes
 
 from bench.harness import summarize
+from contract import pod_ready
 from devstack import stack
 from devstack.stack import wait_for
 from tests.e2e.harness import System, start_system
@@ -228,12 +229,7 @@ def _set_serving(system: System, pod: str, serving: bool) -> None:
 
 def _ready_probe_pods(system: System) -> list[str]:
     pods = system.core().list_namespaced_pod(stack.NAMESPACE, label_selector="app=probe").items
-    ready = [
-        p.metadata.name
-        for p in pods
-        if not p.metadata.deletion_timestamp
-        and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
-    ]
+    ready = [p.metadata.name for p in pods if not p.metadata.deletion_timestamp and pod_ready(p)]
     return sorted(ready)
 
 

@@ -25,8 +25,9 @@ from kubernetes import client
 from bench.harness import summarize
 from controller.hub.kube import TEMPLATE, Kube
 from controller.kubeclient import bounded_copy
+from devstack.stack import wait_for
 from localcluster.testing import ApiServer, api_servers
-from tests.hub.scenario import budget, seed_active_cluster, start_pair, wait_for
+from tests.hub.scenario import budget, seed_active_cluster, start_pair
 
 RUNS = 8  # alternating: the Active's controller killed, its API server black-holed
 
@@ -56,8 +57,8 @@ def _one_run(a: ApiServer, b: ApiServer, blackhole: bool, tmp: Path) -> dict[str
             status = reader.get(TEMPLATE.item(ns, "haptic")).get("status") or {}
             return (status.get("activeController") or {}).get("activeIdentity") == "hub-b"
 
-        wait_for(lambda: standby.promoter.result is not None, timeout=60, step=0.005)
-        wait_for(published, timeout=30, step=0.005)
+        wait_for(lambda: standby.promoter.result is not None, timeout=60, interval=0.005)
+        wait_for(published, timeout=30, interval=0.005)
         seen = datetime.now(UTC)
         result = standby.promoter.result
         return {

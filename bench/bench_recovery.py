@@ -32,7 +32,7 @@ import kubernetes
 from kubernetes.client.exceptions import ApiException
 
 from bench.harness import summarize
-from contract import GROUP, INTENT_ANNOTATION, TEMPLATE_PLURAL, VERSION
+from contract import GROUP, INTENT_ANNOTATION, TEMPLATE_PLURAL, VERSION, pod_ready
 from devstack import stack
 from devstack.stack import wait_for
 from tests.e2e.harness import System, start_system
@@ -81,7 +81,7 @@ def _ready_and_serving(system: System, name: str) -> bool:
         pod = system.core().read_namespaced_pod(name, stack.NAMESPACE)
     except kubernetes.client.ApiException:
         return False
-    if not stack.pod_ready(pod) or not pod.status.pod_ip:
+    if not pod_ready(pod) or not pod.status.pod_ip:
         return False
     try:
         response = httpx.get(f"http://{pod.status.pod_ip}:8080/", headers={"Host": HOST}, timeout=1)

@@ -44,6 +44,7 @@ from contract.names import (
     ChildKind,
 )
 from contract.outcomes import PodAction
+from contract.pods import pod_ready
 
 __all__ = [
     "ADOPTED_COPY_ANNOTATION",
@@ -85,6 +86,7 @@ __all__ = [
     "format_epoch",
     "pack",
     "parse_epoch",
+    "pod_ready",
     "sha256_hex",
     "strip_digest_prefix",
     "unpack",

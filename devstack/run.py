@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from config import env
-from contract import EPOCH_ANNOTATION, parse_epoch
+from contract import EPOCH_ANNOTATION, parse_epoch, pod_ready
 from localcluster.ports import free_ports
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -425,9 +425,7 @@ def observe(api: Any, epoch_before: int) -> Fleet:
                     f"http://{pod.status.pod_ip}:8080/", headers={"Host": host}, timeout=2
                 )
                 serving[host] += response.status_code == 200
-    return Fleet(
-        [(p.metadata.name, p.status.pod_ip, stack.pod_ready(p)) for p in pods], leader, serving
-    )
+    return Fleet([(p.metadata.name, p.status.pod_ip, pod_ready(p)) for p in pods], leader, serving)
 
 
 def wait_converged(run: Run, api: Any, epoch_before: int) -> Fleet | None:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import kubernetes
 from kubernetes.client.exceptions import ApiException
@@ -384,19 +384,40 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
-def wait_for(predicate, timeout: float, interval: float = 0.2, what: str = "condition"):
+T = TypeVar("T")
+
+# The poll of wait_for without a fixed interval: 20 ms at first, doubling to 200 ms, so a
+# quick condition is seen at once and a long wait costs little CPU on a 2-core machine.
+FIRST_POLL, LAST_POLL = 0.02, 0.2
+
+
+def wait_for(
+    predicate: Callable[[], T],
+    timeout: float = 30.0,
+    interval: float | None = None,
+    what: str = "condition",
+) -> T:
+    """Poll `predicate` until it returns something truthy, and return that: the one wait of
+    `make run`, the tests, the soak and the bench. An error it raises counts as "not yet"
+    (the thing polled may not be up). `interval`: a fixed pause between polls, else 20 ms
+    doubling to 200 ms. On timeout, TimeoutError names `what` and the last value or error."""
     deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
+    pause = interval if interval is not None else FIRST_POLL
+    last: object = None
+    while True:
         try:
             value = predicate()
         except Exception as exc:  # retried until the deadline
-            last_error = exc
-            value = None
-        if value:
-            return value
-        time.sleep(interval)
-    raise TimeoutError(f"timed out waiting for {what}" + (f": {last_error}" if last_error else ""))
+            last = exc
+        else:
+            if value:
+                return value
+            last = value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+        time.sleep(pause)
+        if interval is None:
+            pause = min(pause * 2, LAST_POLL)
 
 
 # -- helpers shared by `make run`, the operator commands and their tests ---------------------
@@ -406,11 +427,6 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)
         return sock.connect_ex((host, port)) == 0
-
-
-def pod_ready(pod: Any) -> bool:
-    """The pod's Ready condition (kubernetes client model)."""
-    return any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
 
 
 def list_haproxy_pods(

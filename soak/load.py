@@ -27,6 +27,7 @@ from contract import (
     ROLE_LABEL,
     VERSION,
     parse_epoch,
+    pod_ready,
 )
 from devstack import stack
 from soak.invariants import PodObservation, RequestRecord, Sample
@@ -129,7 +130,7 @@ class Sampler(threading.Thread):
             return
         views, observations = [], {}
         for pod in pods:
-            view = PodView(pod.metadata.name, pod.status.pod_ip, stack.pod_ready(pod))
+            view = PodView(pod.metadata.name, pod.status.pod_ip, pod_ready(pod))
             try:
                 with AgentClient(f"http://{view.ip}:8405", self.token, timeout=1.5) as agent:
                     state = agent.state()

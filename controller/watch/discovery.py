@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from contract import pod_ready
+
 
 @dataclass(frozen=True, order=True)
 class DiscoveredPod:
@@ -23,13 +25,6 @@ class DiscoveredPod:
     @property
     def terminating(self) -> bool:
         return self.deletion_timestamp is not None
-
-
-def pod_ready(pod: dict) -> bool:
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return cond.get("status") == "True"
-    return False
 
 
 def discovered_pod(pod: dict) -> DiscoveredPod:

@@ -14,10 +14,12 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from contract import pod_ready
+
 from . import revisions, rollout
 from .kube import MERGE_PATCH, Informer, Obj, normalized, raw, retry_on_conflict
 from .kubelet import now_rfc3339
-from .podstatus import is_pod_ready, ready_since
+from .podstatus import ready_since
 from .workqueue import WorkLoop
 
 log = logging.getLogger(__name__)
@@ -236,7 +238,7 @@ class DeploymentController:
 
     def _summary(self, pod: Obj, min_ready: int, now: float) -> rollout.PodSummary:
         meta = pod["metadata"]
-        ready = is_pod_ready(pod)
+        ready = pod_ready(pod)
         return rollout.PodSummary(
             name=meta["name"],
             template_hash=(meta.get("labels") or {}).get(rollout.TEMPLATE_HASH_LABEL, ""),

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from contract import pod_ready
+
 from .objutil import normalized
-from .podstatus import is_pod_ready
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
@@ -69,11 +70,11 @@ def pod_in_endpoints(pod: dict[str, Any]) -> bool:
 def endpoint_for(pod: dict[str, Any], publish_not_ready: bool) -> dict[str, Any]:
     meta = pod.get("metadata") or {}
     terminating = bool(meta.get("deletionTimestamp"))
-    pod_ready = is_pod_ready(pod)
-    serving = publish_not_ready or pod_ready
+    ready_pod = pod_ready(pod)
+    serving = publish_not_ready or ready_pod
     # ready is never true for a terminating endpoint unless the Service publishes not-ready
     # addresses; serving keeps the pod's own readiness during termination.
-    ready = publish_not_ready or (pod_ready and not terminating)
+    ready = publish_not_ready or (ready_pod and not terminating)
     endpoint: dict[str, Any] = {
         "addresses": [pod["status"]["podIP"]],
         "conditions": {"ready": ready, "serving": serving, "terminating": terminating},

@@ -153,13 +153,6 @@ def readiness_gate_types(pod: dict[str, Any]) -> list[str]:
     return [g["conditionType"] for g in gates if g.get("conditionType")]
 
 
-def is_pod_ready(pod: dict[str, Any]) -> bool:
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return cond.get("status") == "True"
-    return False
-
-
 def ready_since(pod: dict[str, Any]) -> str | None:
     """lastTransitionTime of a True Ready condition, for minReadySeconds."""
     for cond in (pod.get("status") or {}).get("conditions") or []:

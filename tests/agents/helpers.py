@@ -12,8 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,6 +21,7 @@ import httpx
 
 from agents.client import AgentClient
 from agents.manifest import build_manifest
+from devstack.stack import wait_for
 from localcluster.ports import free_ports
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -48,20 +48,6 @@ def port_free_on(ips: Sequence[str]) -> int:
             continue
         return port
     raise RuntimeError("no common free port")
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except Exception as exc:  # the thing polled may not be up yet
-            last = exc
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
 class Backend:
@@ -240,7 +226,7 @@ class AgentProcess:
             stdout=self.log,
             stderr=self.log,
         )
-        wait_for(self._healthy, 30, "agent /healthz")
+        wait_for(self._healthy, 30, what="agent /healthz")
         return self
 
     def _healthy(self) -> bool:
@@ -274,6 +260,8 @@ class AgentProcess:
         self.log.close()
         # No stray haproxy: nothing that loaded this agent's config may outlive it.
         wait_for(
-            lambda: not haproxy_processes_for(str(self.data_dir)), 10, "haproxy processes to exit"
+            lambda: not haproxy_processes_for(str(self.data_dir)),
+            10,
+            what="haproxy processes to exit",
         )
         return self.proc.returncode

@@ -21,6 +21,7 @@ from agents.client import (
 )
 from agents.filetree import hash_tree
 from agents.manifest import build_manifest
+from devstack.stack import wait_for
 from localcluster.ports import free_port
 from tests.agents.helpers import (
     TOKEN,
@@ -30,7 +31,6 @@ from tests.agents.helpers import (
     haproxy_processes_for,
     manifest_for,
     structure_digest,
-    wait_for,
 )
 
 pytestmark = pytest.mark.e2e
@@ -372,7 +372,9 @@ def test_sigkill_of_the_worker_is_detected_reported_and_repaired_by_a_reload(age
     site = first_apply(agent, backends)
     pid = agent.client.state().worker["pid"]
     os.kill(pid, signal.SIGKILL)
-    state = wait_for(lambda: (s := agent.client.state()).invariant_violation and s, 10, "violation")
+    state = wait_for(
+        lambda: (s := agent.client.state()).invariant_violation and s, 10, what="violation"
+    )
     assert str(pid) in state.invariant_violation
     assert state.worker is None and state.running_plan_id is None
     assert state.bootstrap is False
@@ -419,7 +421,7 @@ def test_reloads_inside_the_minimum_interval_are_scheduled_and_confirmed(tmp_pat
         assert state.pending_reload["plan_id"] == "p2"
         assert state.applied_plan_id == "p2" and state.running_plan_id == "p1"
         state = wait_for(
-            lambda: (s := agent.client.state()).pending_reload is None and s, 10, "follow-up"
+            lambda: (s := agent.client.state()).pending_reload is None and s, 10, what="follow-up"
         )
         assert state.running_plan_id == "p2" and state.worker_operation_plan_id == "p2"
         assert state.last_apply["reload_confirmed"] is True
@@ -485,7 +487,7 @@ def test_sigterm_drains_readiness_then_stops_haproxy(tmp_path, backends):
     started = time.monotonic()
     agent.proc.send_signal(signal.SIGTERM)
     response = wait_for(
-        lambda: (r := agent.readiness()).status_code == 503 and r, 5, "draining readiness"
+        lambda: (r := agent.readiness()).status_code == 503 and r, 5, what="draining readiness"
     )
     assert response.text == "draining"
     assert httpx.get(f"{agent.url}/readyz").status_code == 503
@@ -507,7 +509,9 @@ def test_a_worker_replaced_outside_the_agent_is_reported(agent, backends):
     pid = agent.client.state().worker["pid"]
     os.kill(_master_pid(agent), signal.SIGUSR2)  # someone else reloads haproxy
     state = wait_for(
-        lambda: (s := agent.client.state(verify=True)).invariant_violation and s, 10, "violation"
+        lambda: (s := agent.client.state(verify=True)).invariant_violation and s,
+        10,
+        what="violation",
     )
     assert "outside an agent reload" in state.invariant_violation
     assert str(pid) in state.invariant_violation

@@ -34,7 +34,8 @@ from controller.deploy.deployer import AgentPool, Deployer, HAProxyPod
 from controller.render import RenderInput, RenderOutput, render, runtime_operations
 from controller.term.plans import PlanMemory
 from devstack import stack
-from tests.agents.helpers import TOKEN, AgentProcess, free_ip, port_free_on, wait_for
+from devstack.stack import wait_for
+from tests.agents.helpers import TOKEN, AgentProcess, free_ip, port_free_on
 from tests.render import builders as b
 
 NS = "haptic"
@@ -235,7 +236,7 @@ def test_a_pod_gone_from_the_fleet_takes_its_kept_connection_with_it(fleet: Flee
     kept = fleet.pods[0]
     fleet.pool.forget([kept])
     tap_kept, tap_gone = fleet.taps
-    wait_for(lambda: tap_gone.closed == 1, 10, "the gone pod's connection closed")
+    wait_for(lambda: tap_gone.closed == 1, 10, what="the gone pod's connection closed")
     fleet.deployer.read_states([kept], verify=False)
     assert (tap_kept.accepted, tap_kept.closed) == (1, 0)
 

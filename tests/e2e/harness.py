@@ -16,6 +16,7 @@ import httpx
 import kubernetes
 
 from agents.client import AgentClient, AgentState
+from contract import pod_ready
 from devstack import stack
 from localcluster.node import NodeAgent
 from localcluster.ports import free_port
@@ -66,10 +67,7 @@ class System:
         for pod in pods:
             if pod.metadata.deletion_timestamp or not pod.status.pod_ip:
                 continue
-            ready = any(
-                c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []
-            )
-            if ready or not ready_only:
+            if pod_ready(pod) or not ready_only:
                 out.append(pod)
         return sorted(out, key=lambda p: p.metadata.name)
 

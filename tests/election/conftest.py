@@ -54,17 +54,6 @@ def lease_name() -> str:
     return f"haptic-leader-{uuid.uuid4().hex[:8]}"
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
-        time.sleep(interval)
-
-
 class Replica:
     """A tests.election.replica process and the JSON lines it printed."""
 

@@ -19,8 +19,9 @@ from kubernetes import client
 from controller.election.record import EPOCH_ANNOTATION
 from controller.election.term import FencingToken
 from controller.leader_tasks import send_leader_task
+from devstack.stack import wait_for
 from tests.conftest import REPO_ROOT
-from tests.election.conftest import NAMESPACE, wait_for
+from tests.election.conftest import NAMESPACE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -12,7 +12,8 @@ from prometheus_client import generate_latest
 from controller.election.term import FencingToken
 from controller.election.timing import ElectionTiming
 from controller.fencing import StaleTerm, check_term
-from tests.election.conftest import NAMESPACE, wait_for
+from devstack.stack import wait_for
+from tests.election.conftest import NAMESPACE
 from tests.election.inproc import member
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]

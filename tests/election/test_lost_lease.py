@@ -10,7 +10,7 @@ import pytest
 
 from controller.election.elector import RENEW_DEADLINE
 from controller.election.timing import ElectionTiming
-from tests.election.conftest import wait_for
+from devstack.stack import wait_for
 from tests.election.inproc import member
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]

@@ -15,7 +15,8 @@ import pytest
 from kubernetes import client
 
 from controller.election.record import EPOCH_ANNOTATION
-from tests.election.conftest import NAMESPACE, Replica, terms_of, wait_for
+from devstack.stack import wait_for
+from tests.election.conftest import NAMESPACE, Replica, terms_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -182,7 +183,7 @@ def test_lease_events_are_recorded(
     wanted = {"LeaderElectionStarted", "BecameLeader", "LostLeadership", "NewLeaderObserved"}
     try:
         wait_for(lambda: wanted <= reasons(), timeout=10)
-    except AssertionError:
+    except TimeoutError:
         raise AssertionError(f"events on the Lease: {reasons()}") from None
 
 

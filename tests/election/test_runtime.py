@@ -18,7 +18,8 @@ from controller.replica_runtime import (
     ReplicaRuntime,
     RuntimeConfig,
 )
-from tests.election.conftest import NAMESPACE, wait_for
+from devstack.stack import wait_for
+from tests.election.conftest import NAMESPACE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 

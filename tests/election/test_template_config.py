@@ -24,7 +24,8 @@ from controller.election.template_config import (
 )
 from controller.election.timing import ElectionSettings, ElectionTiming
 from controller.replica_runtime import ReplicaRuntime, RuntimeConfig
-from tests.election.conftest import NAMESPACE, wait_for
+from devstack.stack import wait_for
+from tests.election.conftest import NAMESPACE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 

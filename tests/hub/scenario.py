@@ -7,8 +7,6 @@ servers over HTTP; the only stand-in is the reconcile kick, a recording hook.
 from __future__ import annotations
 
 import hashlib
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,16 +53,6 @@ def reload_manifest(cfg: bytes, token: dict[str, Any], previous: str | None) -> 
         expected_previous_plan_id=previous,
         mode="reload",
     )
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, step: float = 0.02) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"condition not reached within {timeout}s")
 
 
 def secret(name: str, value: bytes = b"s3cret") -> dict[str, Any]:

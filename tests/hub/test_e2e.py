@@ -21,6 +21,7 @@ from controller.hub.mirror import Mirror
 from controller.hub.mirror_rules import MIRROR_LABEL, SOURCE_RV_ANNOTATION
 from controller.hub.promotion import EVENT_PROMOTED
 from controller.hub.resolver import resolve
+from devstack.stack import wait_for
 from localcluster.testing import test_cluster_kind as cluster_kind  # not a test
 from tests.hub.conftest import REPO_ROOT
 from tests.hub.scenario import (
@@ -30,7 +31,6 @@ from tests.hub.scenario import (
     secret,
     seed_active_cluster,
     start_pair,
-    wait_for,
 )
 
 pytestmark = pytest.mark.e2e

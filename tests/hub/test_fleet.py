@@ -18,14 +18,9 @@ from controller.election import ElectionTiming, LeaderElector
 from controller.election.elector import Attempt
 from controller.election.lease_store import KubeLeaseStore
 from controller.hub.fence import WriteFence
+from devstack.stack import wait_for
 from tests.agents.helpers import AgentProcess
-from tests.hub.scenario import (
-    ACTIVE_EPOCH,
-    reload_manifest,
-    seed_active_cluster,
-    start_pair,
-    wait_for,
-)
+from tests.hub.scenario import ACTIVE_EPOCH, reload_manifest, seed_active_cluster, start_pair
 
 pytestmark = pytest.mark.e2e
 

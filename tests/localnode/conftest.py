@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from devstack.stack import wait_for
 from localcluster.node import NodeAgent
 from localcluster.node.processes import MARKER_ENV, marked_pids
 from localcluster.testing import ApiServer, cluster_with_node
 
-from .support import pids_with_env, wait_for
+from .support import pids_with_env
 
 
 @dataclass

@@ -3,27 +3,10 @@
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
-
-
-def wait_for(
-    fn: Callable[[], T], timeout: float = 30.0, interval: float = 0.1, what: str = "condition"
-) -> T:
-    """Poll until fn returns something truthy; generous deadlines for a loaded machine."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while True:
-        last = fn()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last value {last!r}")
-        time.sleep(interval)
 
 
 def pids_with_env(**wanted: str) -> list[int]:

@@ -7,10 +7,9 @@ from pathlib import Path
 
 from kubernetes import client
 
+from devstack.stack import wait_for
 from localcluster.node.kube import Informer, Obj, make_api_client
 from localcluster.testing import ApiServer
-
-from .support import wait_for
 
 
 def configmap(name: str, value: str = "1") -> dict:

@@ -14,10 +14,11 @@ from typing import Any
 
 from kubernetes import client, watch
 
+from devstack.stack import wait_for
 from localcluster.node.processes import MARKER_ENV
 
 from .conftest import Cluster
-from .support import pids_with_env, wait_for
+from .support import pids_with_env
 
 GATE = "haproxy-haptic.org/load-balancer-ready"
 PY = sys.executable

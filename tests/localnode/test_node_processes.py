@@ -14,10 +14,11 @@ from pathlib import Path
 
 from kubernetes import client, config
 
+from devstack.stack import wait_for
 from localcluster.node.processes import MARKER_ENV
 from localcluster.testing import ApiServer
 
-from .support import pids_with_env, wait_for
+from .support import pids_with_env
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,9 +6,10 @@ import os
 import signal
 from pathlib import Path
 
+from devstack.stack import wait_for
 from localcluster.node.processes import MARKER_ENV, ContainerProcess, run_exec, sweep
 
-from .support import pids_with_env, wait_for
+from .support import pids_with_env
 
 
 def test_group_kill_takes_grandchildren(tmp_path: Path) -> None:

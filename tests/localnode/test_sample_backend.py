@@ -12,9 +12,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from devstack.stack import wait_for
 from localcluster.ports import free_port
-
-from .support import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -18,7 +18,8 @@ from kubernetes import client
 
 from controller.hub.kube import CFG, MAP, Kube
 from controller.kubeclient import from_kubeconfig
-from tests.hub.scenario import checkpoint, map_file, wait_for
+from devstack.stack import wait_for
+from tests.hub.scenario import checkpoint, map_file
 from tests.real import NEEDS_REAL_CONTROL_PLANE
 
 pytestmark = [

@@ -26,9 +26,10 @@ import yaml
 from controller.hub.kube import CFG, MAP, SECRET, TEMPLATE, Kube
 from controller.hub.mirror import Mirror
 from controller.kubeclient import bounded_copy
+from devstack.stack import wait_for
 from localcluster.real import audit
 from tests.e2e.harness import LOG_ROOT
-from tests.hub.scenario import seed_active_cluster, wait_for
+from tests.hub.scenario import seed_active_cluster
 from tests.real import NEEDS_REAL_CONTROL_PLANE
 from tests.real.test_manifests import DEPLOY, NS, kubectl
 

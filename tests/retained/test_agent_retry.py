@@ -6,7 +6,8 @@ API server over HTTP, real agents running real haproxy."""
 from __future__ import annotations
 
 from contract import PodAction
-from tests.agents.helpers import TOKEN, wait_for
+from devstack.stack import wait_for
+from tests.agents.helpers import TOKEN
 from tests.retained.test_drain import Harness, RecordingDeployer
 
 
@@ -42,7 +43,7 @@ def test_a_pod_whose_agent_refused_connections_is_deployed_once_it_listens(
     wait_for(
         lambda: any(a is PodAction.FAILED for _, a, _ in _pod_outcomes(deployer, "haproxy-1")),
         30,
-        "a deployment that found haproxy-1's agent refusing connections",
+        what="a deployment that found haproxy-1's agent refusing connections",
     )
     refused = [
         o for _, outcomes in list(deployer.calls) for o in outcomes if o.pod.name == "haproxy-1"

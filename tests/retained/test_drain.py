@@ -44,8 +44,9 @@ from controller.retained.intent import EPOCH_ANNOTATION
 from controller.retained.selection import CheckpointPointer
 from controller.watch.discovery import DiscoveredPod
 from devstack import stack
+from devstack.stack import wait_for
 from localcluster.testing import ApiServer
-from tests.agents.helpers import TOKEN, AgentProcess, Backend, free_ip, port_free_on, wait_for
+from tests.agents.helpers import TOKEN, AgentProcess, Backend, free_ip, port_free_on
 from tests.render import builders as b
 
 NS = "haptic"
@@ -287,7 +288,7 @@ class Harness:
         if newer_render:
             self.hosts.append("c")
             pipeline.request_render()
-            wait_for(lambda: pipeline.state.last_good != plan2, 30, "plan 3 rendered")
+            wait_for(lambda: pipeline.state.last_good != plan2, 30, what="plan 3 rendered")
             plan3 = pipeline.state.last_good
         return plan1, plan2, plan3
 
@@ -300,7 +301,7 @@ class Harness:
         """Start the term's threads; wait until the claim is made, and start the publish
         throttle as a publication just now would, so the next receipts sit in it."""
         pipeline.start()
-        wait_for(pipeline.claimed.is_set, 30, "the term's claim")
+        wait_for(pipeline.claimed.is_set, 30, what="the term's claim")
         pipeline.publisher.last_publish = time.monotonic()
 
     # -- observations -------------------------------------------------------------------
@@ -330,7 +331,7 @@ class Harness:
                 return None
             return output
 
-        return wait_for(done, timeout, "the deployment acknowledged by every agent")
+        return wait_for(done, timeout, what="the deployment acknowledged by every agent")
 
     def published(self) -> dict[str, Any] | None:
         return self.objects.get(CFG_PLURAL, self.name)
@@ -409,8 +410,8 @@ def test_graceful_leader_stop_leaves_the_next_leader_a_usable_checkpoint(harness
     assert result.output is not None and result.output.checksum == intent.checksum
     second.store.claim(Term("replica-b", 2))
     assert dispatch(second, result) == {"haproxy-2": "reload"}
-    wait_for(lambda: spare.readiness().status_code == 200, 20, "the replacement Ready")
-    wait_for(lambda: harness.serves(spare, "a"), 20, "the replacement serving a.example")
+    wait_for(lambda: spare.readiness().status_code == 200, 20, what="the replacement Ready")
+    wait_for(lambda: harness.serves(spare, "a"), 20, what="the replacement serving a.example")
     # Configured pods received nothing.
     assert [s.apply_count for s in harness.states(configured)] == applies_before
 
@@ -427,7 +428,7 @@ def test_drain_publishes_nothing_after_another_replica_took_the_lease(harness: H
     wait_for(
         lambda: pipeline.state.last_good is not None and pipeline.state.last_good != first,
         30,
-        "the second render",
+        what="the second render",
     )
     second = harness.wait_acknowledged(pipeline, agents)
     assert second.plan_id != first.plan_id
@@ -457,7 +458,7 @@ def _drain_during_a_deployment(
     drain = threading.Thread(target=pipeline.stop, kwargs={"drain": True})
     drain.start()
     try:
-        wait_for(lambda: pipeline.scheduler.draining, 10, "the drain to begin")
+        wait_for(lambda: pipeline.scheduler.draining, 10, what="the drain to begin")
     finally:
         deployer.release.set()
     drain.join(40)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 
-from tests.agents.helpers import wait_for
+from devstack.stack import wait_for
 from tests.retained.test_drain import Harness
 
 
@@ -51,7 +51,7 @@ def test_a_term_the_elector_ended_deploys_nothing(harness: Harness) -> None:
     ended = threading.Event()
     pipeline, output, second = _led_term(harness, ended)
     ended.set()
-    wait_for(lambda: not pipeline.alive(), 10, "the term to know it ended")
+    wait_for(lambda: not pipeline.alive(), 10, what="the term to know it ended")
     _refused(harness, pipeline, output, second)
 
 

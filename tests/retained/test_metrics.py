@@ -13,7 +13,8 @@ from controller.health import ComponentHealth, HealthServer
 from controller.render.model import SERVICE_NOT_FOUND
 from controller.render.warnings import report_warnings
 from controller.watch.discovery import DiscoveredPod
-from tests.agents.helpers import free_ip, wait_for
+from devstack.stack import wait_for
+from tests.agents.helpers import free_ip
 from tests.render import builders as b
 from tests.retained.test_drain import NS, Harness
 
@@ -66,7 +67,7 @@ def test_render_gate_deploy_and_convergence_metrics_move(harness: Harness) -> No
     wait_for(
         lambda: harness.wait_acknowledged(pipeline, agents).checksum != first.checksum,
         60,
-        "the second render acknowledged",
+        what="the second render acknowledged",
     )
     after = _scrape(url)
 
@@ -95,7 +96,7 @@ def test_render_gate_deploy_and_convergence_metrics_move(harness: Harness) -> No
     pipeline.request_render()
     errors = "haptic_agent_apply_errors_total"
     wait_for(
-        lambda: _value(_scrape(url), errors, pod=ghost.name) > 0, 60, "the ghost's apply error"
+        lambda: _value(_scrape(url), errors, pod=ghost.name) > 0, 60, what="the ghost's apply error"
     )
     final = _scrape(url)
     for pod in pods:

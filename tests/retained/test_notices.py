@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from tests.agents.helpers import wait_for
+from devstack.stack import wait_for
 from tests.retained.test_drain import Harness
 
 WANTED = ("RenderFailed", "RetainedConfigUnavailable")
@@ -27,7 +27,7 @@ def test_unchanged_notices_are_emitted_once_per_term(harness: Harness) -> None:
     for _ in range(4):  # the same failure, rendered again and again
         first.request_render()
         time.sleep(0.5)
-    wait_for(lambda: all(_counts(harness)[r] >= 1 for r in WANTED), 30, "both notices")
+    wait_for(lambda: all(_counts(harness)[r] >= 1 for r in WANTED), 30, what="both notices")
     time.sleep(2.0)  # renders and recovery retries keep failing the same way
     assert _counts(harness) == Counter({r: 1 for r in WANTED})
     first.stop(drain=False)
@@ -36,7 +36,9 @@ def test_unchanged_notices_are_emitted_once_per_term(harness: Harness) -> None:
     second = harness.pipeline("replica-b", 2)
     harness.start_term(second)
     second.request_render()
-    wait_for(lambda: all(_counts(harness)[r] >= 2 for r in WANTED), 30, "again in the new term")
+    wait_for(
+        lambda: all(_counts(harness)[r] >= 2 for r in WANTED), 30, what="again in the new term"
+    )
     second.request_render()
     time.sleep(2.0)
     assert _counts(harness) == Counter({r: 2 for r in WANTED})

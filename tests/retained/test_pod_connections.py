@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from controller.deploy.deployer import AgentPool, Deployer
 from controller.watch.discovery import DiscoveredPod
-from tests.agents.helpers import TOKEN, free_ip, port_free_on, wait_for
+from devstack.stack import wait_for
+from tests.agents.helpers import TOKEN, free_ip, port_free_on
 from tests.agents.test_deployer_agents import Tap
 from tests.retained.test_drain import NS, Harness
 
@@ -33,6 +34,6 @@ def test_a_pod_gone_from_the_fleet_takes_its_agent_connection_with_it(harness: H
 
     harness.pods = harness.pods[:1]  # haproxy-1 is deleted
     pipeline.pods_changed()
-    wait_for(lambda: taps[1].closed == 1, 10, "the deleted pod's connection closed")
+    wait_for(lambda: taps[1].closed == 1, 10, what="the deleted pod's connection closed")
     pipeline.deploy(pipeline.state.last_good, verify=True)  # still its kept connection
     assert (taps[0].accepted, taps[0].closed) == (1, 0)

@@ -20,7 +20,7 @@ from checkpoints.mirror import Mirror
 from checkpoints.models import PodReceipt
 from dashboard import marks
 from dashboard import timeline as tl
-from tests.agents.helpers import wait_for
+from devstack.stack import wait_for
 from tests.retained.test_drain import Harness
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
@@ -30,7 +30,7 @@ def _render(harness: Harness, pipeline: Any, hosts: list[str], agents: list) -> 
     before = pipeline.state.last_good
     harness.hosts = list(hosts)
     pipeline.request_render()
-    wait_for(lambda: pipeline.state.last_good is not before, 30, f"the render of {hosts}")
+    wait_for(lambda: pipeline.state.last_good is not before, 30, what=f"the render of {hosts}")
     return harness.wait_acknowledged(pipeline, agents)
 
 

@@ -8,7 +8,7 @@ import threading
 import time
 
 from controller.render import RenderOutput
-from tests.agents.helpers import wait_for
+from devstack.stack import wait_for
 from tests.retained.test_drain import Harness
 
 
@@ -26,8 +26,8 @@ def test_each_successful_render_is_reported_and_a_failed_one_is_not(harness: Har
     term = harness.pipeline("replica-a", 1, report_warnings=report)
     harness.start_term(term)
     term.request_render()
-    first = wait_for(lambda: term.state.last_good, 60, "a render")
-    wait_for(lambda: reported, 10, "the render reported")
+    first = wait_for(lambda: term.state.last_good, 60, what="a render")
+    wait_for(lambda: reported, 10, what="the render reported")
     with lock:
         assert [o.checksum for o in reported] == [first.checksum]
 
@@ -36,7 +36,7 @@ def test_each_successful_render_is_reported_and_a_failed_one_is_not(harness: Har
     wait_for(
         lambda: any(reason == "RenderFailed" for _, reason, _ in harness.events),
         30,
-        "the failed render",
+        what="the failed render",
     )
     time.sleep(0.5)
     with lock:

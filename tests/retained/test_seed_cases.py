@@ -89,7 +89,8 @@ from controller.retained.intent import Term as IntentTerm
 from controller.retained.receipts import PodReceipt
 from controller.retained.selection import evaluate_recovery
 from controller.retained.store import IntentRefused, RetainedStateStore
-from tests.agents.helpers import Site, manifest_for, wait_for
+from devstack.stack import wait_for
+from tests.agents.helpers import Site, manifest_for
 from tests.retained.test_drain import NS, Harness, RecordingDeployer, read_checkpoint
 
 A = IntentTerm("replica-a", 1)
@@ -309,7 +310,7 @@ def test_newer_apply_without_a_saved_checkpoint_refuses_the_older_one_even_witho
     term = harness.pipelines[-1]
     harness.hosts.append("b")
     term.request_render()
-    wait_for(lambda: term.state.last_good != first, 30, "the newer render")
+    wait_for(lambda: term.state.last_good != first, 30, what="the newer render")
     newer = harness.wait_acknowledged(term, [configured])
     term.stop(drain=False)  # a sudden stop: the newer receipt was never saved
     intent = term.store.read_intent()
@@ -414,7 +415,7 @@ def test_a_good_render_after_the_evaluation_stops_the_recovery_apply(harness: Ha
 
     def render() -> None:
         recovering.request_render()
-        wait_for(lambda: recovering.state.last_good, 30, "the good render")
+        wait_for(lambda: recovering.state.last_good, 30, what="the good render")
 
     _after_the_last_check(recovering, render)
     done = dispatch(recovering, result)
@@ -470,7 +471,7 @@ def test_upgraded_leader_keeps_the_deployment_intent_of_an_earlier_release(
     term = harness.pipelines[-1]
     harness.hosts.append("b")
     term.request_render()
-    wait_for(lambda: term.state.last_good != plan1, 30, "the second render")
+    wait_for(lambda: term.state.last_good != plan1, 30, what="the second render")
     plan2 = harness.wait_acknowledged(term, configured)
     term.publish()
     term.stop(drain=False)
@@ -509,8 +510,8 @@ def test_upgraded_leader_keeps_the_deployment_intent_of_an_earlier_release(
     upgraded = harness.pipeline("replica-new", 3)
     harness.start_term(upgraded)
     upgraded.request_render()
-    wait_for(lambda: spare.readiness().status_code == 200, 60, "the replacement recovered")
-    wait_for(lambda: harness.serves(spare, "a"), 20, "the replacement serving a.example")
+    wait_for(lambda: spare.readiness().status_code == 200, 60, what="the replacement recovered")
+    wait_for(lambda: harness.serves(spare, "a"), 20, what="the replacement serving a.example")
     assert spare.client.state().applied_checksum == plan1.checksum
     intent = store.read_intent()
     assert intent is not None and intent.names(plan1.plan_id, plan1.checksum)
@@ -541,7 +542,7 @@ def _recovered_term(harness: Harness) -> tuple[LeaderPipeline, list]:
     term = harness.pipeline(B.holder, B.epoch)
     harness.start_term(term)
     term.request_render()
-    wait_for(lambda: spare.readiness().status_code == 200, 60, "the replacement recovered")
+    wait_for(lambda: spare.readiness().status_code == 200, 60, what="the replacement recovered")
     return term, [configured, spare]
 
 
@@ -554,7 +555,7 @@ def test_the_retained_config_gauge_is_cleared_when_a_current_render_converges(
     harness.hosts.append("b")  # the current render is another output than the checkpoint's
     term.request_render()
     harness.wait_acknowledged(term, agents)
-    wait_for(lambda: _gauge() == 0, 10, "the gauge cleared after convergence")
+    wait_for(lambda: _gauge() == 0, 10, what="the gauge cleared after convergence")
 
 
 def test_the_retained_config_gauge_is_cleared_on_leadership_loss(harness: Harness) -> None:
@@ -588,13 +589,13 @@ def test_the_gauge_stays_clear_when_a_render_converges_during_the_recovery_evalu
             harness.hosts.append("b")
             term.request_render()
             harness.wait_acknowledged(term, [configured, spare])
-            wait_for(lambda: _gauge() == 0, 10, "the convergence clearing the gauge")
+            wait_for(lambda: _gauge() == 0, 10, what="the convergence clearing the gauge")
         return reports
 
     term.deployer.read_states = converge_first  # type: ignore[method-assign]
     harness.start_term(term)
     term.request_render()
-    wait_for(fixed.is_set, 60, "recovery evaluating")
-    wait_for(lambda: not term.coordinator.recovering, 60, "the recovery attempt done")
+    wait_for(fixed.is_set, 60, what="recovery evaluating")
+    wait_for(lambda: not term.coordinator.recovering, 60, what="the recovery attempt done")
     assert _gauge() == 0
     assert not any(reason == "RetainedConfigActive" for _, reason, _ in harness.events)

@@ -21,8 +21,8 @@ from controller.health import RECONCILIATION_COORDINATOR
 from controller.publish.checkpoints import pointers_from_status
 from controller.retained.intent import Term
 from controller.retained.store import RetainedStateStore
+from devstack.stack import wait_for
 from localcluster.testing import ApiServer
-from tests.agents.helpers import wait_for
 from tests.retained.test_drain import NS, Harness, stored_versions
 
 
@@ -31,7 +31,7 @@ def _render(harness: Harness, pipeline, hosts: list[str], agents) -> object:
     before = pipeline.state.last_good
     harness.hosts = list(hosts)
     pipeline.request_render()
-    wait_for(lambda: pipeline.state.last_good is not before, 30, f"the render of {hosts}")
+    wait_for(lambda: pipeline.state.last_good is not before, 30, what=f"the render of {hosts}")
     return harness.wait_acknowledged(pipeline, agents)
 
 
@@ -111,7 +111,7 @@ def test_drain_pushes_a_new_pod_only_the_last_dispatched_plan(harness: Harness) 
     drain = threading.Thread(target=pipeline.stop, kwargs={"drain": True})
     drain.start()
     try:
-        wait_for(lambda: pipeline.scheduler.draining, 10, "the drain to begin")
+        wait_for(lambda: pipeline.scheduler.draining, 10, what="the drain to begin")
         harness.pods.append(harness.pod_for(spare, 2))
         pipeline.pods_changed()
     finally:
@@ -176,7 +176,7 @@ def test_a_refusal_after_dispatch_reverts_the_pods_and_withdraws_the_output(
     wait_for(
         lambda: any(r == "RenderFailed" and "refused" in m for _, r, m in harness.events),
         30,
-        "the refusal reported as an Event",
+        what="the refusal reported as an Event",
     )
     error = pipeline.health.error(RECONCILIATION_COORDINATOR)
     assert error is not None and "refused" in error
@@ -194,12 +194,14 @@ def test_a_refusal_after_dispatch_reverts_the_pods_and_withdraws_the_output(
         )
 
     # Within the agents' 4 s pacing: the revert, not the agent's failed reload, did it.
-    wait_for(reverted, 3.5, "every pod back on A, and the intent naming A")
+    wait_for(reverted, 3.5, what="every pod back on A, and the intent naming A")
 
     # A pod discovered now gets A, not the refused output.
     harness.pods.append(harness.pod_for(spare, 2))
     pipeline.pods_changed()
-    wait_for(lambda: spare.client.state().applied_plan_id == plan_a.plan_id, 30, "the new pod on A")
+    wait_for(
+        lambda: spare.client.state().applied_plan_id == plan_a.plan_id, 30, what="the new pod on A"
+    )
 
 
 def test_a_reclaimed_term_records_intents_under_the_lifted_epoch(harness: Harness) -> None:
@@ -224,11 +226,11 @@ def test_a_reclaimed_term_records_intents_under_the_lifted_epoch(harness: Harnes
     pipeline = harness.pipeline("replica-b", 1)
     harness.start_term(pipeline)
     pipeline.request_render()
-    output = wait_for(lambda: pipeline.state.last_good, 30, "the render")
+    output = wait_for(lambda: pipeline.state.last_good, 30, what="the render")
     wait_for(
         lambda: all(s.applied_plan_id == output.plan_id for s in harness.states(agents)),
         30,
-        "the render applied under the reclaimed epoch",
+        what="the render applied under the reclaimed epoch",
     )
     assert pipeline.term == Term("replica-b", 6)
     assert {s.applied_token["epoch"] for s in harness.states(agents)} == {6}
@@ -269,14 +271,14 @@ def test_pods_that_took_a_refused_plan_are_reverted_through_their_agent(
             and all((s.last_apply or {}).get("mode") == "revert_lkg" for s in states)
         )
 
-    wait_for(reverted, 3.5, "every agent reverted to A through revert_lkg")
+    wait_for(reverted, 3.5, what="every agent reverted to A through revert_lkg")
     wait_for(
         lambda: all(
             s.running_plan_id == plan_a.plan_id and not s.pending_reload
             for s in harness.states(agents)
         ),
         15,
-        "every worker on A, no reload pending",
+        what="every worker on A, no reload pending",
     )
     assert pipeline.state.last_good is not None
     assert pipeline.state.last_good.checksum == plan_a.checksum

@@ -8,7 +8,8 @@ import threading
 import time
 
 from controller.render import RenderOutput
-from tests.agents.helpers import TOKEN, AgentProcess, wait_for
+from devstack.stack import wait_for
+from tests.agents.helpers import TOKEN, AgentProcess
 from tests.retained.conftest import api, harness  # noqa: F401 (fixtures)
 from tests.retained.test_drain import Harness
 
@@ -38,8 +39,10 @@ def test_the_gate_opens_only_once_every_haproxy_pod_runs_the_render(
     pipeline = harness.pipeline("replica-a", 1, on_converged=on_converged)
     harness.start_term(pipeline)
     pipeline.request_render()
-    first = wait_for(lambda: pipeline.state.last_good, 60, "a render")
-    wait_for(lambda: agents[0].client.state().applied_plan_id == first.plan_id, 60, "pod 0 runs it")
+    first = wait_for(lambda: pipeline.state.last_good, 60, what="a render")
+    wait_for(
+        lambda: agents[0].client.state().applied_plan_id == first.plan_id, 60, what="pod 0 runs it"
+    )
     time.sleep(1.5)  # deploy, follow-ups and pushes had their chance
     assert calls == [], "the gate opened while one HAProxy pod does not run the render"
 
@@ -47,7 +50,7 @@ def test_the_gate_opens_only_once_every_haproxy_pod_runs_the_render(
     down.start()
     harness.hosts.append("b")  # a new render, deployed to both pods
     pipeline.request_render()
-    wait_for(lambda: calls, 60, "the gate opens once both pods run the render")
+    wait_for(lambda: calls, 60, what="the gate opens once both pods run the render")
     with lock:
         for plan, running in calls:
             assert running == [plan, plan], (plan, running)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
 
+from devstack.stack import wait_for
 from kubewatch import ReflectorConfig
 from localcluster.testing import ApiServer
 
@@ -24,16 +25,6 @@ FAST = ReflectorConfig(
 )
 
 _ns_counter = itertools.count()
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 20.0, interval: float = 0.02):
-    """Poll until predicate() is truthy; returns its last value (falsy on timeout)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)
 
 
 @pytest.fixture(scope="session")

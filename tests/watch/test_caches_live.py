@@ -27,8 +27,9 @@ from controller.watch import (
     WatchCaches,
 )
 from controller.watch.replica import ReplicaWatch
+from devstack.stack import wait_for
 from localcluster.testing import ApiServer
-from tests.watch.conftest import FAST, service, wait_for
+from tests.watch.conftest import FAST, service
 
 T = 10
 GROUP, VERSION, PLURAL = "haproxy-haptic.org", "v1alpha1", "haproxytemplateconfigs"

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import threading
-import time
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.reconciler import DebounceConfig, Debouncer, Reconciler, Trigger
+from devstack.stack import wait_for
 
 CONFIG = DebounceConfig(
     default_delay=0.2, delays={"endpointslices": 0.0, "pods": 0.0}, max_wait=1.0
@@ -101,15 +101,6 @@ def test_every_change_is_covered_by_exactly_one_timely_trigger(events):
     assert all("haproxy-pods" not in t.kinds for _, t in fired)
 
 
-def _wait_for(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
-
-
 def test_driver_coalesces_a_burst_and_bypasses_debounce_for_endpointslices():
     got: list[Trigger] = []
     # Long debounce for ingresses: the trigger below can only come from the EndpointSlice.
@@ -119,7 +110,7 @@ def test_driver_coalesces_a_burst_and_bypasses_debounce_for_endpointslices():
         for _ in range(20):
             r.notify("ingresses")
         r.notify("endpointslices")
-        assert _wait_for(lambda: len(got) == 1)
+        wait_for(lambda: len(got) == 1, 10)
         assert got[0].kinds == {"ingresses", "endpointslices"} and got[0].events == 21
     finally:
         assert r.stop()
@@ -139,7 +130,7 @@ def test_driver_fires_after_quiet_period_and_survives_a_failing_callback():
     r = Reconciler(callback, DebounceConfig(default_delay=0.05, max_wait=0.5)).start()
     try:
         r.notify("services")
-        assert _wait_for(lambda: len(calls) == 1)
+        wait_for(lambda: len(calls) == 1, 10)
         r.trigger_now("leader")
         assert done.wait(10)
         assert calls[1].reason == "immediate" and r.fired == 2

@@ -13,9 +13,10 @@ from kubernetes import client
 
 from controller.kubeclient import bounded_copy
 from controller.watch import Informer, ResourceRef
+from devstack.stack import wait_for
 from kubewatch import ReflectorConfig
 from localcluster.testing import ApiServer
-from tests.watch.conftest import FAST, service, wait_for
+from tests.watch.conftest import FAST, service
 
 T = 10  # request timeout of the test's own API calls
 _conv = itertools.count()

@@ -6,8 +6,8 @@ from prometheus_client import REGISTRY
 
 from controller.render import RenderInput, render
 from controller.render.warnings import event_emitter, report_warnings, warnings_summary
+from devstack.stack import wait_for
 from tests.render import builders as b
-from tests.watch.conftest import wait_for
 
 T = 10
 

@@ -21,8 +21,8 @@ from controller.templategate import (
     template_reporter,
     validation_runner,
 )
+from devstack.stack import wait_for
 from tests.render import builders as b
-from tests.watch.conftest import wait_for
 
 T = 10
 GROUP, VERSION, PLURAL = "haproxy-haptic.org", "v1alpha1", "haproxytemplateconfigs"

@@ -8,6 +8,7 @@ from typing import Any
 import kubernetes
 
 from agents.client import AgentClient, AgentError
+from contract import pod_ready
 
 from ._ops import KubeCommand, short, table
 
@@ -76,9 +77,7 @@ def _pod_row(pod: Any, port: int, token: str, timeout: float) -> dict[str, Any]:
     row: dict[str, Any] = {
         "pod": pod.metadata.name,
         "ip": pod.status.pod_ip,
-        "ready": any(
-            c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or [])
-        ),
+        "ready": pod_ready(pod),
         "phase": pod.status.phase,
         "terminating": pod.metadata.deletion_timestamp is not None,
     }
