@@ -93,7 +93,9 @@ def celery_worker(queue: str, **env: str) -> Iterator[subprocess.Popen]:
 
 # Modules whose every test starts its own system: under `--dist loadfile` their tests may
 # run on different workers (each other module stays on one, sharing its module's stack).
-SPREAD_ACROSS_WORKERS = frozenset({"tests/e2e/test_retained_configuration.py"})
+SPREAD_ACROSS_WORKERS = frozenset(
+    {"tests/e2e/test_retained_configuration.py", "tests/site/test_api_live_contract.py"}
+)
 
 # The longest modules of either tier (worker-seconds in `make test PYTEST_ARGS=--durations=100`,
 # 2026-12-03), handed out first: a long module started last is one worker's tail while the

@@ -1,7 +1,9 @@
 """The REST API keeps its OpenAPI contract, checked by schemathesis against a live server.
 
-gunicorn serves the site as `make run` starts it (devstack.stack.web_command), on the
-test's PostgreSQL database holding mirrored history. schemathesis reads the served schema
+gunicorn serves the site as `make run` starts it (devstack.stack.web_command), once on the
+test's PostgreSQL database and once on an SQLite file (`make run`'s embedded default, in WAL
+mode with immediate transactions: haptic_site/settings.py), each holding the same mirrored
+history. schemathesis reads the served schema
 and runs every check through its examples, coverage, fuzzing and stateful phases: with an
 operator's token on every operation, and at the same time with a viewer's token on the
 operations that write (the only ones where the two roles differ). Every undocumented status
@@ -22,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from rest_framework.authtoken.models import Token
 
@@ -86,8 +89,26 @@ def _wait_up(url: str, web: subprocess.Popen, timeout: float = 60.0) -> None:
     pytest.fail("gunicorn did not answer /healthz")
 
 
+def _sqlite_copy(tmp_path: Path, env: dict[str, str]) -> str:
+    """The test database's users, tokens and history in a migrated SQLite file, as `make run`
+    keeps them; its DATABASE_URL."""
+    dump = tmp_path / "history.json"
+    call_command(
+        "dumpdata", "auth.user", "authtoken", "checkpoints", "--natural-foreign",
+        "--output", str(dump), verbosity=0,
+    )  # fmt: skip
+    url = f"sqlite:///{tmp_path / 'haptic.sqlite3'}"
+    for argv in (["migrate", "--noinput"], ["haptic_bootstrap_roles"], ["loaddata", str(dump)]):
+        subprocess.run(
+            [sys.executable, "manage.py", *argv, "-v", "0"], cwd=REPO_ROOT,
+            env={**env, "DATABASE_URL": url}, check=True, capture_output=True, timeout=120,
+        )  # fmt: skip
+    return url
+
+
+@pytest.mark.parametrize("database", ["postgresql", "sqlite"])
 def test_schemathesis_finds_no_contract_failure(
-    viewer: Any, operator: Any, history: dict, redis_url: str, tmp_path: Path
+    viewer: Any, operator: Any, history: dict, redis_url: str, tmp_path: Path, database: str
 ) -> None:
     tokens = {
         "viewer": Token.objects.create(user=viewer).key,
@@ -103,6 +124,8 @@ def test_schemathesis_finds_no_contract_failure(
         HAPTIC_LEADER_QUEUE=queue,
         DJANGO_SETTINGS_MODULE="haptic_site.settings",
     )
+    if database == "sqlite":
+        env["DATABASE_URL"] = _sqlite_copy(tmp_path, env)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = (tmp_path / "web.log").open("wb")
