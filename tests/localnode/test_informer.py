@@ -72,9 +72,13 @@ def test_events_and_recovery_from_410(tmp_path: Path) -> None:
         try:
             assert stale.synced.wait(30)
             assert stale.get("default/gone") is not None
+            errors = stale.reflector.stats["errors"]
             offline = api.add_fault(path_regex="/configmaps", methods=["GET"], status=500)
             resume_from = stale.reflector.resume_resource_version
             stale.reflector.cut_watch(resume_from=resume_from)
+            # Off the server only once a watch has failed: one sent just before the fault may
+            # still be answered and would stream the changes below (seen under load).
+            wait_for(lambda: stale.reflector.stats["errors"] > errors, what="the informer cut off")
             core.delete_namespaced_config_map("gone", "default")
             for i in range(8):
                 core.create_namespaced_config_map("default", configmap(f"m{i}"))
