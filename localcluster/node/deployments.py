@@ -19,6 +19,7 @@ from contract import pod_ready
 from . import revisions, rollout
 from .kube import MERGE_PATCH, Informer, Obj, normalized, raw, retry_on_conflict
 from .kubelet import now_rfc3339
+from .objutil import controller_owner, controller_reference
 from .podstatus import ready_since
 from .workqueue import WorkLoop
 
@@ -29,13 +30,6 @@ def _epoch(ts: str | None) -> float | None:
     if not ts:
         return None
     return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
-
-
-def controller_owner(obj: Obj) -> dict[str, Any] | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return ref
-    return None
 
 
 class DeploymentController:
@@ -264,16 +258,7 @@ class DeploymentController:
                 "namespace": meta["namespace"],
                 "labels": labels,
                 "annotations": tmeta.get("annotations") or {},
-                "ownerReferences": [
-                    {
-                        "apiVersion": "apps/v1",
-                        "kind": "Deployment",
-                        "name": meta["name"],
-                        "uid": meta["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
+                "ownerReferences": [controller_reference(dep, "apps/v1", "Deployment")],
             },
             "spec": spec,
         }

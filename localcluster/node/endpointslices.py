@@ -18,6 +18,7 @@ from .endpoints import (
     plan_slices,
 )
 from .kube import Informer, Obj, raw
+from .objutil import controller_reference
 from .workqueue import WorkLoop
 
 
@@ -97,16 +98,7 @@ class EndpointSliceController:
                 "generateName": f"{meta['name']}-",
                 "namespace": ns,
                 "labels": {SERVICE_NAME_LABEL: meta["name"], MANAGED_BY_LABEL: MANAGED_BY},
-                "ownerReferences": [
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Service",
-                        "name": meta["name"],
-                        "uid": meta["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
+                "ownerReferences": [controller_reference(svc, "v1", "Service")],
             },
             "addressType": "IPv4",
             "endpoints": list(want.endpoints),

@@ -9,6 +9,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from .objutil import controller_reference
 from .rollout import TEMPLATE_HASH_LABEL
 
 Obj = dict[str, Any]
@@ -90,16 +91,7 @@ def desired_replica_set(
             "namespace": meta["namespace"],
             "labels": labels,
             "annotations": annotations,
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "Deployment",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [controller_reference(dep, "apps/v1", "Deployment")],
         },
         "spec": {
             "replicas": counts.replicas,
