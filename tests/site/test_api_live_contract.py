@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(480)]
 
 # Examples per operation in the fuzzing and stateful phases; the coverage phase derives its
 # own cases from the schema. Fixed seed: a failure reproduces.
-MAX_EXAMPLES = 5
+MAX_EXAMPLES = 20
 SEED = 20
 
 
