@@ -10,10 +10,11 @@ the query parameters. Pure except `ShapeRecorder` and `read_shapes`.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from localcluster.audit import AuditLog
 
 NAMESPACE = "{ns}"
 NAME = "{name}"
@@ -95,28 +96,21 @@ def shape_of(
 
 class ShapeRecorder:
     """Appends each shape the first time this server sees it, with the User-Agent that sent
-    it (one JSON line each), so a whole test session's servers leave one small file each."""
+    it (one JSON line each, through the audit log's writer), so a whole test session's
+    servers leave one small file each. Called on the server's event loop only."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = path.open("a", encoding="utf-8")
+        self._lines = AuditLog(path)
         self._seen: set[tuple[RequestShape, str]] = set()
-        self._lock = threading.Lock()
 
     def record(self, shape: RequestShape, user_agent: str) -> None:
         agent = user_agent.split("/", 1)[0]  # the product, not the replica identity
-        key = (shape, agent)
-        with self._lock:
-            if key in self._seen or self._file.closed:
-                return
-            self._seen.add(key)
-            line = json.dumps({**shape.to_json(), "userAgent": agent}, separators=(",", ":"))
-            self._file.write(line + "\n")
-            self._file.flush()
+        if (shape, agent) not in self._seen:
+            self._seen.add((shape, agent))
+            self._lines.record({**shape.to_json(), "userAgent": agent})
 
     def close(self) -> None:
-        with self._lock:
-            self._file.close()
+        self._lines.close()
 
 
 def read_shapes(folder: Path) -> dict[RequestShape, set[str]]:

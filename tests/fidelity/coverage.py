@@ -58,13 +58,9 @@ def covering(shape: RequestShape, covered: dict[RequestShape, list[str]]) -> lis
     between them, each of its query parameters, or None. A server reads each parameter on
     its own, so the corpus need not repeat every combination the code sends."""
     same = [s for s in covered if _call(s) == _call(shape)]
-    sent = {q for s in same for q in s.query}
-    if not same or not set(shape.query) <= sent:
+    if not same or not set(shape.query) <= {q for s in same for q in s.query}:
         return None
-    return sorted(
-        {e for s in same for e in covered[s] if set(s.query) & set(shape.query)}
-        or {e for s in same for e in covered[s]}
-    )
+    return sorted({e for s in same for e in covered[s]})
 
 
 def uncovered(
