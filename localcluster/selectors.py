@@ -2,84 +2,21 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from kubewatch.selectors import Requirement, SelectorError, parse
 from localcluster.errors import ApiError
 
-
-@dataclass(frozen=True)
-class Requirement:
-    key: str
-    op: str  # "=", "!=", "in", "notin", "exists", "!exists"
-    values: tuple[str, ...] = ()
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        present = self.key in labels
-        if self.op == "exists":
-            return present
-        if self.op == "!exists":
-            return not present
-        if self.op == "=":
-            return present and labels[self.key] == self.values[0]
-        if self.op == "!=":
-            return not present or labels[self.key] != self.values[0]
-        if self.op == "in":
-            return present and labels[self.key] in self.values
-        if self.op == "notin":
-            return not present or labels[self.key] not in self.values
-        raise AssertionError(self.op)
-
-
-_KEY = r"[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?"
-_VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
-_SET_RE = re.compile(rf"^\s*({_KEY})\s+(in|notin)\s+\(([^)]*)\)\s*$")
-_EQ_RE = re.compile(rf"^\s*({_KEY})\s*(==|!=|=)\s*({_VALUE})\s*$")
-_EXISTS_RE = re.compile(rf"^\s*(!?)\s*({_KEY})\s*$")
-
-
-def _split_top(text: str) -> list[str]:
-    """Split on commas outside parentheses."""
-    parts, depth, current = [], 0, []
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    parts.append("".join(current))
-    return parts
+__all__ = ["Requirement", "labels_match", "parse_label_selector"]
 
 
 def parse_label_selector(text: str | None) -> list[Requirement]:
-    """Parse `a=b,c!=d,e in (f,g),h notin (i),j,!k`; raises 400 on a malformed selector."""
-    if not text or not text.strip():
-        return []
-    reqs = []
-    for part in _split_top(text):
-        if not part.strip():
-            raise ApiError(400, f"unable to parse requirement: empty requirement in {text!r}")
-        m = _SET_RE.match(part)
-        if m:
-            values = tuple(v.strip() for v in m.group(4).split(",") if v.strip())
-            reqs.append(Requirement(m.group(1), m.group(3), values))
-            continue
-        m = _EQ_RE.match(part)
-        if m:
-            op = "!=" if m.group(3) == "!=" else "="
-            reqs.append(Requirement(m.group(1), op, (m.group(4),)))
-            continue
-        m = _EXISTS_RE.match(part)
-        if m:
-            reqs.append(Requirement(m.group(2), "!exists" if m.group(1) else "exists"))
-            continue
-        raise ApiError(400, f"unable to parse requirement: {part.strip()!r}")
-    return reqs
+    """Parse `a=b,c!=d,e in (f,g),h notin (i),j,!k` (kubewatch's grammar); 400 if malformed."""
+    try:
+        return list(parse(text or ""))
+    except SelectorError as exc:
+        raise ApiError(400, f"unable to parse requirement: {exc}") from exc
 
 
 def labels_match(reqs: list[Requirement], obj: dict[str, Any]) -> bool:

@@ -24,7 +24,7 @@ from contract import (
     SHARED_ROLE,
     TEMPLATE_UID_LABEL,
 )
-from controller.publish.kube import Objects
+from controller.publish.kube import Objects, StatusRaceLost
 from controller.render import RenderedFile
 from controller.retained.checkpoint import (
     TemplateRef,
@@ -207,10 +207,7 @@ class CheckpointPublisher:
     # -- promote ------------------------------------------------------------------------
 
     def _promote(self, pointer: CheckpointPointer) -> None:
-        for _ in range(5):
-            ordinary = self.objects.get(CFG_PLURAL, self.published_name)
-            if ordinary is None:
-                raise PublicationFailed("ordinary HAProxyCfg vanished")
+        def promoted(ordinary: dict[str, Any]) -> dict[str, Any]:
             pointers = prune_pointers(
                 promote_pointer(pointers_from_status(ordinary), pointer), pod_checksums(ordinary)
             )
@@ -218,14 +215,14 @@ class CheckpointPublisher:
             status["retainedConfigs"] = [
                 {"name": p.name, "uid": p.uid, "checksum": p.checksum} for p in pointers
             ]
-            ordinary["status"] = status
-            try:
-                self.objects.replace_status(CFG_PLURAL, ordinary)
-                return
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
-        raise PublicationFailed("pointer promotion lost the compare-and-swap race repeatedly")
+            return status
+
+        try:
+            found = self.objects.update_status(CFG_PLURAL, self.published_name, promoted)
+        except StatusRaceLost as exc:
+            raise PublicationFailed(f"pointer promotion: {exc}") from exc
+        if not found:
+            raise PublicationFailed("ordinary HAProxyCfg vanished")
 
     # -- garbage collection --------------------------------------------------------------
 

@@ -11,6 +11,10 @@ from kubernetes.client.exceptions import ApiException
 from contract import GROUP, VERSION
 
 
+class StatusRaceLost(RuntimeError):
+    """A status read-modify-write lost the resourceVersion compare-and-swap every attempt."""
+
+
 class Objects:
     """Namespaced custom objects and Secrets as plain dicts, every call with a timeout.
 
@@ -84,6 +88,36 @@ class Objects:
             body["metadata"]["name"],
             body,
             _request_timeout=self._budget(write=True),
+        )
+
+    def update_status(
+        self,
+        plural: str,
+        name: str,
+        change: Callable[[dict[str, Any]], dict[str, Any] | None],
+        attempts: int = 5,
+    ) -> bool:
+        """Read, change and replace an object's status, again on 409 (another writer won).
+
+        `change(obj)` returns the status to write, or None when there is nothing to write.
+        False when the object does not exist; StatusRaceLost when every attempt lost.
+        """
+        for _ in range(attempts):
+            obj = self.get(plural, name)
+            if obj is None:
+                return False
+            status = change(obj)
+            if status is None:
+                return True
+            obj["status"] = status
+            try:
+                self.replace_status(plural, obj)
+                return True
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+        raise StatusRaceLost(
+            f"{plural}/{name}: status lost the compare-and-swap race {attempts} times"
         )
 
     def delete(self, plural: str, name: str, uid: str, resource_version: str) -> bool:

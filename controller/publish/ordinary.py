@@ -246,24 +246,17 @@ class OrdinaryPublisher:
         cleanup); checkpoint receipts are untouched by this.
         """
         present = set(present_pods) if present_pods is not None else None
-        for _ in range(5):
-            cfg = self.objects.get(CFG_PLURAL, self.name)
-            if cfg is None:
-                return
+
+        def merged(cfg: dict[str, Any]) -> dict[str, Any] | None:
             status = dict(cfg.get("status") or {})
             current = {e["podName"]: e for e in status.get("deployedToPods") or []}
             current.update({name: dict(entry, podName=name) for name, entry in entries.items()})
             if present is not None:
                 current = {n: e for n, e in current.items() if n in present}
-            merged = [current[n] for n in sorted(current)]
-            if merged == (status.get("deployedToPods") or []):
-                return
-            status["deployedToPods"] = merged
-            cfg["status"] = status
-            try:
-                self.objects.replace_status(CFG_PLURAL, cfg)
-                return
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
-        raise RuntimeError("receipts lost the compare-and-swap race repeatedly")
+            receipts = [current[n] for n in sorted(current)]
+            if receipts == (status.get("deployedToPods") or []):
+                return None
+            status["deployedToPods"] = receipts
+            return status
+
+        self.objects.update_status(CFG_PLURAL, self.name, merged)

@@ -33,8 +33,8 @@ import jsonpath
 
 from controller.render.engine import render_with_model
 from controller.render.model import RenderError, RenderInput, RenderOutput
-from controller.watch import selectors
 from controller.watch.caches import desired_resources
+from kubewatch import selectors
 
 # Which RenderInput field a fixture object goes to, by kind.
 FIXTURE_FIELDS = {

@@ -24,7 +24,6 @@ from typing import Any
 from kubernetes.client import ApiClient
 
 from controller.kubeclient import bounded_copy
-from controller.watch import selectors
 from controller.watch.discovery import DiscoveredPod, discovered_set
 from controller.watch.informer import SYNCED, Informer
 from controller.watch.resources import (
@@ -45,7 +44,7 @@ from controller.watch.store import (
     index_by_namespace,
     index_by_readiness_gate,
 )
-from kubewatch import ReflectorConfig
+from kubewatch import ReflectorConfig, selectors
 
 log = logging.getLogger(__name__)
 

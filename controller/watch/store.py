@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from controller.watch import selectors
+from kubewatch import selectors
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"

@@ -59,10 +59,10 @@ def test_parsed_selector_matches_like_its_meaning(labels, key, value, op):
 
 def test_selector_parsing_details():
     assert parse_label_selector("a in (x, y),b") == [
-        Requirement("a", "in", ("x", "y")),
-        Requirement("b", "exists"),
+        Requirement("a", "In", ("x", "y")),
+        Requirement("b", "Exists"),
     ]
-    for bad in ("a in (b", "=x", "a=b,,c"):
+    for bad in ("a in (b", "=x", "a=b,,c", "app in ()", "bad key=1"):
         with pytest.raises(ApiError):
             parse_label_selector(bad)
     assert parse_field_selector("status.phase!=Running", "Pod")[0].op == "!="

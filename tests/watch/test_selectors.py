@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.watch import selectors
+from kubewatch import selectors
 
 KEYS = ["app", "tier", "haproxy-haptic.org/role", "x"]
 VALUES = ["a", "b", "c-1", "web.v2"]

@@ -1,7 +1,10 @@
-"""Label selectors: match, format for the API server's `labelSelector`, and parse back.
+"""Label selectors: match, format for the API server's `labelSelector`, and parse.
 
-Pure functions. The caches ask the API server to filter (so a watch only carries the pods it
-needs), and match on the client side with the same semantics when they re-check or index.
+Pure functions, the one label-selector grammar of the repository. The controller's caches
+ask the API server to filter (so a watch only carries the pods it needs) and match on the
+client side with the same semantics when they re-check or index; the template's
+watchedResources selectors are parsed here; localcluster's API server parses a request's
+`labelSelector` here too (localcluster/selectors.py turns SelectorError into a 400).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from dataclasses import dataclass
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 _KEY_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
+# A label value may be empty ("app=" selects app set to "").
+_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?\Z")
 
 
 class SelectorError(ValueError):
@@ -109,6 +114,12 @@ def _check_key(key: str) -> str:
     return key
 
 
+def _check_value(value: str) -> str:
+    if not _VALUE_RE.match(value):
+        raise SelectorError(f"invalid label value {value!r}")
+    return value
+
+
 _SET_RE = re.compile(r"^(\S+)\s+(in|notin)\s*\((.*)\)\Z")
 
 
@@ -124,17 +135,19 @@ def parse(text: str) -> tuple[Requirement, ...]:
             raise SelectorError(f"empty requirement in {text!r}")
         m = _SET_RE.match(part)
         if m:
-            values = tuple(v.strip() for v in m.group(3).split(",") if v.strip())
+            values = tuple(_check_value(v.strip()) for v in m.group(3).split(",") if v.strip())
             if not values:
-                raise SelectorError(f"no values in {part!r}")
+                raise SelectorError("for 'in', 'notin' operators, values set can't be empty")
             op = "In" if m.group(2) == "in" else "NotIn"
             reqs.append(Requirement(_check_key(m.group(1)), op, values))
         elif "!=" in part:
             key, value = part.split("!=", 1)
-            reqs.append(Requirement(_check_key(key.strip()), "NotIn", (value.strip(),)))
+            reqs.append(
+                Requirement(_check_key(key.strip()), "NotIn", (_check_value(value.strip()),))
+            )
         elif "=" in part:
             key, value = part.split("==", 1) if "==" in part else part.split("=", 1)
-            reqs.append(Requirement(_check_key(key.strip()), "In", (value.strip(),)))
+            reqs.append(Requirement(_check_key(key.strip()), "In", (_check_value(value.strip()),)))
         elif part.startswith("!"):
             reqs.append(Requirement(_check_key(part[1:].strip()), "DoesNotExist"))
         else:
