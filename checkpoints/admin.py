@@ -24,7 +24,7 @@ from checkpoints.models import (
 )
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class NoWrites:
     """Rows written only by the mirror or by the review flow: nobody edits them here."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -37,18 +37,13 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class ReadOnlyInline(admin.TabularInline):
+class ReadOnlyAdmin(NoWrites, admin.ModelAdmin):
+    pass
+
+
+class ReadOnlyInline(NoWrites, admin.TabularInline):
     extra = 0
     can_delete = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class CheckpointFileInline(ReadOnlyInline):

@@ -79,6 +79,17 @@ def haproxycfg_role(obj: dict[str, Any]) -> str:
     return labels.get(ROLE_LABEL) or "published"
 
 
+def _identity(meta: dict[str, Any]) -> dict[str, Any]:
+    """The row fields every mirrored object has: who it is and which version was read."""
+    return {
+        "uid": meta.get("uid", ""),
+        "name": meta.get("name", ""),
+        "namespace": meta.get("namespace", ""),
+        "resource_version": str(meta.get("resourceVersion", "")),
+        "created_at": parse_time(meta.get("creationTimestamp")),
+    }
+
+
 def checkpoint_row(obj: dict[str, Any]) -> dict[str, Any]:
     """Field values of a Checkpoint row from a checkpoint HAProxyCfg."""
     meta = _meta(obj)
@@ -89,11 +100,7 @@ def checkpoint_row(obj: dict[str, Any]) -> dict[str, Any]:
     retained = spec.get("retainedPlan") or {}
     receipt = retained.get("workerReceipt") or {}
     return {
-        "uid": meta.get("uid", ""),
-        "name": meta.get("name", ""),
-        "namespace": meta.get("namespace", ""),
-        "resource_version": str(meta.get("resourceVersion", "")),
-        "created_at": parse_time(meta.get("creationTimestamp")),
+        **_identity(meta),
         "template_name": template_name,
         "template_uid": template_uid or "",
         "checksum": spec.get("checksum", ""),
@@ -175,11 +182,7 @@ def auxiliary_row(obj: dict[str, Any]) -> dict[str, Any]:
     meta = _meta(obj)
     spec = obj.get("spec") or {}
     return {
-        "uid": meta.get("uid", ""),
-        "name": meta.get("name", ""),
-        "namespace": meta.get("namespace", ""),
-        "resource_version": str(meta.get("resourceVersion", "")),
-        "created_at": parse_time(meta.get("creationTimestamp")),
+        **_identity(meta),
         "kind": AUX_KINDS.get(obj.get("kind", ""), obj.get("kind", "")),
         "path": spec.get("path", ""),
         "checksum": spec.get("checksum", ""),

@@ -64,6 +64,17 @@ def _page(request: HttpRequest, queryset: Any) -> Any:
     return Paginator(queryset, PAGE_SIZE).get_page(request.GET.get("page"))
 
 
+class FilteredListView(ViewerRequired):
+    """A page of one model's rows, narrowed by its filter set from the query string."""
+
+    filterset_class: Any = None
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        model = self.filterset_class._meta.model
+        filterset = self.filterset_class(request.GET, queryset=model.objects.all())
+        return self.render(request, {"page": _page(request, filterset.qs), "filter": filterset})
+
+
 def _filters_of(request: HttpRequest) -> str:
     """The query string without its page number, for a pager's links to keep the filters."""
     query = request.GET.copy()
@@ -211,13 +222,10 @@ class TermsView(ViewerRequired):
         return self.render(request, context)
 
 
-class EventsView(ViewerRequired):
+class EventsView(FilteredListView):
     template_name = "dashboard/events.html"
     fragment_template_name = "dashboard/_events.html"
-
-    def get(self, request: HttpRequest) -> HttpResponse:
-        filterset = filtersets.KubeEventFilterSet(request.GET, queryset=KubeEvent.objects.all())
-        return self.render(request, {"page": _page(request, filterset.qs), "filter": filterset})
+    filterset_class = filtersets.KubeEventFilterSet
 
 
 class WarningsView(ViewerRequired):
@@ -336,12 +344,9 @@ class ReviewDecisionView(ViewerRequired):
         return redirect("dashboard:review", pk=review.pk)
 
 
-class AuditView(ViewerRequired):
+class AuditView(FilteredListView):
     template_name = "dashboard/audit.html"
-
-    def get(self, request: HttpRequest) -> HttpResponse:
-        filterset = filtersets.AuditLogFilterSet(request.GET, queryset=AuditLog.objects.all())
-        return self.render(request, {"page": _page(request, filterset.qs), "filter": filterset})
+    filterset_class = filtersets.AuditLogFilterSet
 
 
 class TokenView(ViewerRequired):

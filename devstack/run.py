@@ -251,28 +251,19 @@ class Run:
             return
         proc, offset = self._cluster_wait
         try:
-            found = stack.wait_for_log_line(
+            info = stack.record_cluster_when_ready(
+                self.cfg.var_dir,
                 proc,
                 offset,
-                ("apiserver listening on ", "admin listening on "),
-                "ready",
+                self.state_dir,
+                "make run",
                 # The real control plane boots etcd and four Go programs on a shared machine.
                 timeout=300 if self.cfg.real_cluster else 120,
                 interrupted=lambda: self.stopping,
             )
         except InterruptedError:
             raise Interrupted from None
-        url = found["apiserver listening on "]
-        stack.write_cluster_pidfile(
-            self.cfg.var_dir,
-            {
-                "pid": proc.proc.pid,
-                "url": url,
-                "admin_url": found.get("admin listening on ", ""),
-                "state_dir": str(self.state_dir),
-                "started_by": "make run",
-            },
-        )
+        url = info["url"]
         step(f"local cluster ready at {url} (state: {self.state_dir})")
 
     def stop_all(self) -> None:

@@ -28,6 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from config.env import child_environ, prepend_path
 from contract import API_VERSION, GATE_CONDITION, GROUP, INGRESS_CONTROLLER
 from controller.kubeclient import from_kubeconfig
+from localcluster.node.processes import end
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "haptic"
@@ -319,13 +320,7 @@ class Process:
     def stop(self, grace: float = 20.0) -> int | None:
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                self.signal(signal.SIGKILL)
-                self.proc.wait()
+        end(self.proc, grace, send=self.signal)
         # Children the process left in its group (never expected) go too.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -558,6 +553,37 @@ def process_alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def record_cluster_when_ready(
+    var_dir: Path,
+    proc: Process,
+    offset: int,
+    state_dir: Path,
+    started_by: str,
+    timeout: float,
+    interrupted: Callable[[], bool] = lambda: False,
+) -> dict[str, Any]:
+    """Wait for a `cluster_process` to say it serves (its log from `offset`), then record it
+    in var/ for `read_cluster_pidfile`; the record (pid, url, admin_url, state_dir)."""
+    found = wait_for_log_line(
+        proc,
+        offset,
+        ("apiserver listening on ", "admin listening on "),
+        "ready",
+        timeout=timeout,
+        interrupted=interrupted,
+    )
+    assert proc.proc is not None
+    info = {
+        "pid": proc.proc.pid,
+        "url": found["apiserver listening on "],
+        "admin_url": found.get("admin listening on ", ""),
+        "state_dir": str(state_dir),
+        "started_by": started_by,
+    }
+    write_cluster_pidfile(var_dir, info)
+    return info
 
 
 def read_cluster_pidfile(var_dir: Path) -> dict[str, Any] | None:

@@ -22,6 +22,7 @@ import kubernetes
 
 from config.env import child_environ, request_shapes_dir, test_cluster_kind
 from controller.kubeclient import from_kubeconfig
+from localcluster.node.processes import end
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -225,13 +226,7 @@ class ApiServer(ClusterHandle, FaultAdmin):
         return self._admin("GET", "/admin/state")
 
     def _end(self, sig: int, timeout: float) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end(self.proc, timeout, sig)
         self._drain.join(timeout=5)
 
     def kill(self) -> None:

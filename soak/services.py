@@ -9,13 +9,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from localcluster.node.processes import end
 from localcluster.ports import free_port
 
 
@@ -57,13 +57,8 @@ class Redis:
         return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            end(self.proc, timeout=10)
 
     def restart(self, down_seconds: float) -> None:
         self.stop()

@@ -288,27 +288,17 @@ def decode_checkpoint(
     try:
         return _decode(template, pointer, config, children, secrets)
     except IntegrityError as exc:
-        return DecodedCheckpoint(
-            CheckpointSnapshot(
-                name=pointer.name,
-                uid=pointer.uid,
-                checksum=pointer.checksum,
-                plan_id="",
-                integrity_error=str(exc),
-            ),
-            (),
-        )
+        why = str(exc)
     except (KeyError, TypeError, ValueError, OSError, EOFError) as exc:
-        return DecodedCheckpoint(
-            CheckpointSnapshot(
-                name=pointer.name,
-                uid=pointer.uid,
-                checksum=pointer.checksum,
-                plan_id="",
-                integrity_error=f"checkpoint {pointer.name} is malformed: {exc!r}",
-            ),
-            (),
-        )
+        why = f"checkpoint {pointer.name} is malformed: {exc!r}"
+    snapshot = CheckpointSnapshot(
+        name=pointer.name,
+        uid=pointer.uid,
+        checksum=pointer.checksum,
+        plan_id="",
+        integrity_error=why,
+    )
+    return DecodedCheckpoint(snapshot, ())
 
 
 def _decode(

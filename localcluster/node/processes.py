@@ -1,5 +1,6 @@
-"""Local processes for containers: start in their own session, signal the whole group,
-sweep leftovers. The only module that forks container processes."""
+"""Local processes: a container's (start in its own session, signal the whole group, sweep
+leftovers; the only module that forks container processes) and `end`, the one way the
+harnesses (localcluster's servers, the soak's services, devstack's processes) stop a child."""
 
 from __future__ import annotations
 
@@ -8,11 +9,30 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 # Every container process carries this variable (value: the node's state dir), so the node
 # can find and kill anything left from a previous run or a crash, grandchildren included.
 MARKER_ENV = "LOCALCLUSTER_NODE"
+
+
+def end(
+    popen: subprocess.Popen,
+    timeout: float,
+    sig: int = signal.SIGTERM,
+    send: Callable[[int], None] | None = None,
+) -> int:
+    """Ask a child to end with `sig` (through `send`, say to its group, when given), SIGKILL
+    it if it has not within `timeout`, and reap it. Its exit status."""
+    send = send or popen.send_signal
+    if popen.poll() is None:
+        send(sig)
+        try:
+            return popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            send(signal.SIGKILL)
+    return popen.wait()
 
 
 class ContainerProcess:

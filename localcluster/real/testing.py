@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
+from localcluster.node.processes import end
 from localcluster.testing import ClusterHandle, FaultAdmin, launch_server
 
 from . import pki
@@ -42,13 +42,7 @@ class FaultProxyProcess:
             self.output.append(line)
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end(self.proc, timeout)
         self._drain.join(timeout=5)
 
 

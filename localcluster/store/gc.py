@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import calendar
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from localcluster.errors import ApiError
@@ -107,22 +107,22 @@ class GarbageCollection(Writes):
                 yield rt, obj
 
     def _drop_owner_ref(self, rt: ResourceType, obj: dict[str, Any], uid: str) -> None:
-        new = clone(obj)
-        refs = [o for o in new["metadata"].get("ownerReferences") or [] if o.get("uid") != uid]
-        if refs:
-            new["metadata"]["ownerReferences"] = refs
-        else:
-            new["metadata"].pop("ownerReferences", None)
-        m = obj["metadata"]
-        self._update(rt, m.get("namespace", ""), m["name"], obj, new, "", _GC_MANAGER)
+        self._drop_from_list(rt, obj, "ownerReferences", lambda o: o.get("uid") == uid)
 
     def _remove_finalizer(self, rt: ResourceType, obj: dict[str, Any], finalizer: str) -> None:
+        self._drop_from_list(rt, obj, "finalizers", lambda f: f == finalizer)
+
+    def _drop_from_list(
+        self, rt: ResourceType, obj: dict[str, Any], field: str, drop: Callable[[Any], bool]
+    ) -> None:
+        """Write `obj` without the metadata list entries `drop` picks (the list goes if empty,
+        as the server never keeps an empty ownerReferences or finalizers)."""
         new = clone(obj)
-        fins = [f for f in new["metadata"].get("finalizers") or [] if f != finalizer]
-        if fins:
-            new["metadata"]["finalizers"] = fins
+        kept = [e for e in new["metadata"].get(field) or [] if not drop(e)]
+        if kept:
+            new["metadata"][field] = kept
         else:
-            new["metadata"].pop("finalizers", None)
+            new["metadata"].pop(field, None)
         m = obj["metadata"]
         self._update(rt, m.get("namespace", ""), m["name"], obj, new, "", _GC_MANAGER)
 

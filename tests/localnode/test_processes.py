@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from devstack.stack import wait_for
-from localcluster.node.processes import MARKER_ENV, ContainerProcess, run_exec, sweep
+from localcluster.node.processes import MARKER_ENV, ContainerProcess, end, run_exec, sweep
 
 from .support import pids_with_env
 
@@ -99,3 +101,22 @@ def test_no_signal_goes_to_the_id_of_a_reaped_container(tmp_path: Path, monkeypa
         assert sent == []
     finally:
         sweep(marker)
+
+
+def test_end_stops_a_child_that_obeys_and_kills_one_that_does_not() -> None:
+    obeys = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    assert end(obeys, timeout=10) == -signal.SIGTERM
+    ignores = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    assert ignores.stdout is not None and ignores.stdout.readline() == b"ready\n"
+    assert end(ignores, timeout=0.5) == -signal.SIGKILL
+    assert end(ignores, timeout=0.5) == -signal.SIGKILL  # an ended child: its status again

@@ -79,30 +79,16 @@ class Command(BaseCommand):
         proc = stack.cluster_process(state_dir, port, log_path).start()
         assert proc.proc is not None
         try:
-            found = stack.wait_for_log_line(
-                proc,
-                offset,
-                ("apiserver listening on ", "admin listening on "),
-                "ready",
-                timeout=options["timeout"],
+            info = stack.record_cluster_when_ready(
+                base, proc, offset, state_dir, "manage.py localcluster up", options["timeout"]
             )
         except BaseException as exc:
             proc.stop(grace=10)
             raise CommandError(f"the local cluster did not start ({exc}); see {log_path}") from exc
-        stack.write_cluster_pidfile(
-            base,
-            {
-                "pid": proc.proc.pid,
-                "url": found["apiserver listening on "],
-                "admin_url": found.get("admin listening on ", ""),
-                "state_dir": str(state_dir),
-                "started_by": "manage.py localcluster up",
-            },
-        )
         self.stdout.write(
             f"local cluster running (pid {proc.proc.pid})\n"
-            f"  API:        {found['apiserver listening on ']}\n"
-            f"  admin:      {found.get('admin listening on ', '-')}\n"
+            f"  API:        {info['url']}\n"
+            f"  admin:      {info['admin_url'] or '-'}\n"
             f"  kubeconfig: {state_dir / 'kubeconfig'}\n"
             f"  log:        {log_path}\n"
             "stop it with: python manage.py localcluster down"
