@@ -69,25 +69,15 @@ class Objects:
         )
 
     def replace(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self.custom.replace_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            self.namespace,
-            plural,
-            body["metadata"]["name"],
-            body,
-            _request_timeout=self._budget(write=True),
-        )
+        return self._replace(self.custom.replace_namespaced_custom_object, plural, body)
 
     def replace_status(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self.custom.replace_namespaced_custom_object_status(
-            GROUP,
-            VERSION,
-            self.namespace,
-            plural,
-            body["metadata"]["name"],
-            body,
-            _request_timeout=self._budget(write=True),
+        return self._replace(self.custom.replace_namespaced_custom_object_status, plural, body)
+
+    def _replace(self, call: Callable[..., Any], plural: str, body: dict[str, Any]) -> Any:
+        name = body["metadata"]["name"]
+        return call(
+            GROUP, VERSION, self.namespace, plural, name, body, _request_timeout=self._budget(True)
         )
 
     def update_status(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,17 +98,26 @@ class KubeCommand(BaseCommand):
     def core(self) -> kubernetes.client.CoreV1Api:
         return kubernetes.client.CoreV1Api(self.api)
 
-    def custom_get(self, plural: str, name: str) -> dict[str, Any] | None:
+    @staticmethod
+    def _read(what: str, read: Callable[[], Any]) -> Any | None:
+        """`read()`, None on 404; any other failure is the command's error, naming `what`."""
         try:
-            return kubernetes.client.CustomObjectsApi(self.api).get_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, plural, name, _request_timeout=10
-            )
+            return read()
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            raise CommandError(f"reading {plural}/{name}: HTTP {exc.status}") from exc
+            raise CommandError(f"reading {what}: HTTP {exc.status}") from exc
         except OSError as exc:
             raise CommandError(f"cluster not reachable: {exc}") from exc
+
+    def custom_get(self, plural: str, name: str) -> dict[str, Any] | None:
+        api = kubernetes.client.CustomObjectsApi(self.api)
+        return self._read(
+            f"{plural}/{name}",
+            lambda: api.get_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, plural, name, _request_timeout=10
+            ),
+        )
 
     def custom_list(self, plural: str, selector: str = "") -> list[dict[str, Any]]:
         try:
@@ -120,16 +129,11 @@ class KubeCommand(BaseCommand):
         return list(listing.get("items") or [])
 
     def lease(self, name: str) -> Any | None:
-        try:
-            return kubernetes.client.CoordinationV1Api(self.api).read_namespaced_lease(
-                name, self.namespace, _request_timeout=10
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise CommandError(f"reading Lease {name}: HTTP {exc.status}") from exc
-        except OSError as exc:
-            raise CommandError(f"cluster not reachable: {exc}") from exc
+        api = kubernetes.client.CoordinationV1Api(self.api)
+        return self._read(
+            f"Lease {name}",
+            lambda: api.read_namespaced_lease(name, self.namespace, _request_timeout=10),
+        )
 
     def template_config(self) -> dict[str, Any] | None:
         return self.custom_get(TEMPLATE_PLURAL, self.template)
