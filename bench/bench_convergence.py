@@ -13,7 +13,9 @@ plus a probe Ingress whose Service selects the running sample backend pods A and
   (removed). Issue 19's targets: median <= 40 ms, p95 <= 100 ms at 800 Ingresses.
 - the same while a second process burns one core the whole time (target median <= 80 ms).
 - leader CPU per endpoint change (the leader process and its children, such as `haproxy -c`):
-  target <= 10 ms at 800.
+  target <= 10 ms at 800. Reported with it: the leader's renders by path and the mean time
+  of each dispatch step (the term fence, the intent record, the apply to every pod) from
+  its own histograms, the leader's share of the latency.
 - reloads per 100 endpoint changes, from the agents' reload_count (target 0).
 - new Ingress (a new backend, so a reload): create an Ingress for a new host on a Service that
   already exists; served when every HAProxy pod answers 200 for the host. Target p95 <= 700 ms.
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.harness import summarize
 from contract import pod_ready
@@ -281,17 +284,43 @@ def _reloads(system: System) -> dict[str, int]:
     }
 
 
-def _leader_renders(system: System) -> dict[str, float]:
-    """The leader's haptic_renders_total by path (full, incremental)."""
+_STEP_HISTOGRAMS = {
+    "haptic_dispatch_step_seconds": None,  # labelled by step: fence, intent
+    "haptic_deploy_duration_seconds": "apply_to_every_pod",
+}
+
+
+def _leader_series(system: System) -> dict[str, float]:
+    """The leader's series an endpoint change moves: `renders:<path>` (haptic_renders_total)
+    and `<step>:sum` / `<step>:count` of each dispatch step (the term fence, the intent
+    record, the apply to every pod), from its /metrics."""
     leader = system.leader()
     out: dict[str, float] = {}
     if leader not in system.health_ports:
         return out
-    for line in system.health(leader, "/metrics").text.splitlines():
-        if line.startswith("haptic_renders_total{"):
-            path = line.split('path="', 1)[1].split('"', 1)[0]
-            out[path] = float(line.split()[1])
+    text = system.health(leader, "/metrics").text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "haptic_renders_total":
+                out[f"renders:{sample.labels['path']}"] = sample.value
+                continue
+            base, _, part = sample.name.rpartition("_")
+            if base in _STEP_HISTOGRAMS and part in ("sum", "count"):
+                step = _STEP_HISTOGRAMS[base] or sample.labels.get("step", "")
+                out[f"{step}:{part}"] = sample.value
     return out
+
+
+def _leader_share(before: dict[str, float], after: dict[str, float]) -> tuple[dict, dict]:
+    """(renders by path, mean ms of each dispatch step) between two `_leader_series`."""
+    delta = {k: v - before.get(k, 0.0) for k, v in after.items()}
+    renders = {k.split(":", 1)[1]: v for k, v in delta.items() if k.startswith("renders:")}
+    steps = {
+        k[: -len(":sum")]: round(v * 1000 / delta[k[: -len("sum")] + "count"], 1)
+        for k, v in delta.items()
+        if k.endswith(":sum") and delta.get(k[: -len("sum")] + "count")
+    }
+    return renders, steps
 
 
 def _setup(system: System, ingresses: int, new_ingresses: int) -> tuple[str, str]:
@@ -463,6 +492,7 @@ class _Measured:
     reloads_final: dict[str, int]
     rss_mib: dict[str, float]
     renders: dict[str, float]  # the leader's renders by path during the endpoint changes
+    steps: dict[str, float]  # mean ms of each dispatch step during the endpoint changes
 
 
 def run() -> list[dict[str, Any]]:
@@ -508,12 +538,11 @@ def _measure_on(
 ) -> _Measured:
     load = {"before_endpoint_changes": os.getloadavg()[0]}
     reloads_before = _reloads(system)
-    renders_before = _leader_renders(system)
+    series_before = _leader_series(system)
     cpu_before = _cpu_by_part(system)
     endpoint_ms, slice_ms = _endpoint_changes(system, probers, a, b, scenario.endpoint_changes)
     cpu_after = _cpu_by_part(system)
-    renders = _leader_renders(system)
-    renders = {k: v - renders_before.get(k, 0.0) for k, v in renders.items()}
+    renders, steps = _leader_share(series_before, _leader_series(system))
     leader = system.leader()
     load["after_endpoint_changes"] = os.getloadavg()[0]
     reloads_after = _reloads(system)
@@ -546,6 +575,7 @@ def _measure_on(
         reloads_final=_reloads(system),
         rss_mib=rss,
         renders=renders,
+        steps=steps,
     )
 
 
@@ -592,6 +622,7 @@ def _convergence_metrics(s: Scenario, m: _Measured) -> list[dict[str, Any]]:
             "leader": m.leader,
             "cpu_ms_by_part": cpu,
             "leader_renders_during_endpoint_changes": m.renders,
+            "leader_dispatch_steps_mean_ms": m.steps,
             **context,
             "target": f"leader <= {s.cpu_ms:g} ms (the leader process and its children)",
             "meets_target": bool(m.leader) and leader_cpu <= s.cpu_ms,

@@ -47,8 +47,18 @@ GATE_DURATION = Histogram(
 )
 DEPLOY_DURATION = Histogram(
     "haptic_deploy_duration_seconds",
-    "Time one deployment to the HAProxy fleet took (intent record and every pod's apply).",
+    "Time one deployment to the HAProxy fleet took (every pod's apply, in parallel).",
     buckets=SLOW_BUCKETS,
+)
+# What a dispatch does before the apply (docs/term.md): prove the term
+# against the leader Lease, then record the intent. With the apply (DEPLOY_DURATION) these
+# are the leader's share of an endpoint change's latency (bench/bench_convergence.py).
+DISPATCH_STEP = Histogram(
+    "haptic_dispatch_step_seconds",
+    "Time of a dispatch's steps before the apply: the term fence (leader Lease read) and "
+    "the intent record.",
+    ["step"],
+    buckets=FAST_BUCKETS,
 )
 CONVERGENCE = Histogram(
     "haptic_convergence_seconds",

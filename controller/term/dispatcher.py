@@ -23,7 +23,7 @@ from contract import PodAction
 from controller.deploy.deployer import PodOutcome
 from controller.deploy.scheduler import DeploymentScheduler, Dispatch, Idle, WaitUntil
 from controller.fencing import StaleTerm
-from controller.metrics import CONVERGENCE, DEPLOY_DURATION, count_outcome
+from controller.metrics import CONVERGENCE, DEPLOY_DURATION, DISPATCH_STEP, count_outcome
 from controller.render import RenderOutput
 from controller.retained.fleet import PodReport
 from controller.retained.receipts import PodReceipt, acknowledgement
@@ -218,13 +218,16 @@ class Dispatcher:
         with self._dispatch_lock:
             # The term's fence, proven under the lock right before the side effect: the
             # local term holds and the leader Lease names it, else StaleTerm.
-            ctx.check_term()
+            with DISPATCH_STEP.labels("fence").time():
+                ctx.check_term()
             if bootstrap_only and ctx.state.last_good is not None:
                 log.info("recovery apply of %s dropped: a render succeeded", output.plan_id)
                 return []
             if not self._may_dispatch(output):
                 return []
-            if not self._record_intent(output, only_if_named=bootstrap_only):
+            with DISPATCH_STEP.labels("intent").time():
+                recorded = self._record_intent(output, only_if_named=bootstrap_only)
+            if not recorded:
                 return []
             self._known_pods |= {p.name for p in ctx.targets()}
             started = time.monotonic()

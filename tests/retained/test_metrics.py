@@ -80,6 +80,11 @@ def test_render_gate_deploy_and_convergence_metrics_move(harness: Harness) -> No
         count = f"{histogram}_count"
         assert _value(after, count) >= _value(before, count) + 2, histogram
         assert _value(after, f"{histogram}_sum") > _value(before, f"{histogram}_sum"), histogram
+    # The steps before each apply: the term fence and the intent record, once per dispatch.
+    for step in ("fence", "intent"):
+        count, total = "haptic_dispatch_step_seconds_count", "haptic_dispatch_step_seconds_sum"
+        assert _value(after, count, step=step) >= _value(before, count, step=step) + 2, step
+        assert _value(after, total, step=step) > _value(before, total, step=step), step
     for pod in pods:
         applies = sum(
             _value(after, name, pod=pod) - _value(before, name, pod=pod)
