@@ -147,8 +147,17 @@ class AgentClient:
         params = {"verify": "1"} if verify else None
         return AgentState.from_json(self._call("GET", "/v1/state", params=params))
 
-    def apply(self, manifest: dict[str, Any]) -> ApplyResult:
-        body = self._call("POST", "/v1/apply", json=manifest, timeout=self.apply_timeout)
+    def apply(self, manifest: dict[str, Any] | bytes) -> ApplyResult:
+        """POST a manifest: a dict, or its JSON already encoded (the deployer encodes a
+        render's files once for every pod, controller.deploy.diff.encode_manifest)."""
+        if isinstance(manifest, bytes):
+            sent: dict[str, Any] = {
+                "content": manifest,
+                "headers": {"Content-Type": "application/json"},
+            }
+        else:
+            sent = {"json": manifest}
+        body = self._call("POST", "/v1/apply", **sent, timeout=self.apply_timeout)
         return ApplyResult(
             result=body["result"],
             plan_id=body["plan_id"],

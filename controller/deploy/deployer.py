@@ -21,7 +21,15 @@ from typing import Any
 
 from agents.client import AgentClient, AgentConflict, AgentError, AgentRejected, AgentState
 from contract import PodAction
-from controller.deploy.diff import BOOTSTRAP, Apply, Skip, decide_pod, manifest, revert_manifest
+from controller.deploy.diff import (
+    BOOTSTRAP,
+    Apply,
+    Skip,
+    decide_pod,
+    encode_manifest,
+    manifest,
+    revert_manifest,
+)
 from controller.render import RenderOutput
 from controller.retained.fleet import PodReport
 from controller.retained.receipts import PodReceipt, acknowledgement
@@ -155,7 +163,9 @@ class Deployer:
     ) -> PodOutcome:
         # No read decides the expectation: a read is already stale when the apply lands.
         body = manifest(output, BOOTSTRAP, holder, epoch, sequence, expect_bootstrap=True)
-        outcome = self._send(self.pool.client(pod), pod, None, body, BOOTSTRAP.reason)
+        outcome = self._send(
+            self.pool.client(pod), pod, None, encode_manifest(body, output), BOOTSTRAP.reason
+        )
         self._remember(pod, outcome)
         return outcome
 
@@ -216,14 +226,14 @@ class Deployer:
             return PodOutcome(pod, PodAction.SKIPPED, state)
         assert isinstance(decision, Apply)
         body = manifest(output, decision, holder, epoch, sequence)
-        return self._send(client, pod, state, body, decision.reason)
+        return self._send(client, pod, state, encode_manifest(body, output), decision.reason)
 
     def _send(
         self,
         client: AgentClient,
         pod: HAProxyPod,
         state: AgentState | None,
-        body: dict[str, Any],
+        body: dict[str, Any] | bytes,
         why: str,
     ) -> PodOutcome:
         try:

@@ -8,6 +8,7 @@ known, the agent is asked to reload rather than guess the running state.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -77,10 +78,22 @@ def manifest(
         "token": {"holder": holder, "epoch": epoch, "sequence": sequence},
         "expected_previous_plan_id": decision.expected_previous_plan_id,
         "mode": decision.mode,
-        "files": output.manifest_files(),
+        "files": output.manifest_files,
         "runtime_operations": list(decision.runtime_operations),
         "expect_bootstrap": expect_bootstrap,
     }
+
+
+def encode_manifest(body: Mapping[str, Any], output: RenderOutput | None = None) -> bytes:
+    """A manifest as the JSON the agent reads. When its files are `output`'s, their
+    encoding is the one made once per output (`RenderOutput.manifest_files_json`), not
+    made again for every pod: the files are nearly all of a manifest's bytes."""
+    compact = (",", ":")
+    if output is None or body.get("files") is not output.manifest_files:
+        return json.dumps(body, separators=compact).encode()
+    head = json.dumps({k: v for k, v in body.items() if k != "files"}, separators=compact)
+    assert head != "{}", "a manifest has more than its files"
+    return b'{"files":' + output.manifest_files_json + b"," + head[1:].encode()
 
 
 def revert_manifest(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -177,9 +178,12 @@ class RenderOutput:
     def paths(self) -> list[str]:
         return [f.path for f in self.files]
 
-    def manifest_files(self) -> list[dict[str, Any]]:
+    # Cached, as the files' digests are: every pod's apply manifest of this output carries
+    # the same list, so it is built and JSON-encoded once (controller.deploy.diff).
+    @functools.cached_property
+    def manifest_files(self) -> tuple[dict[str, Any], ...]:
         """The `files` list of the agent apply manifest (docs/contracts.md), path order."""
-        return [
+        return tuple(
             {
                 "path": f.path,
                 "kind": f.kind,
@@ -188,4 +192,9 @@ class RenderOutput:
                 "content_b64": base64.b64encode(f.content).decode("ascii"),
             }
             for f in self.files
-        ]
+        )
+
+    @functools.cached_property
+    def manifest_files_json(self) -> bytes:
+        """`manifest_files` as compact JSON."""
+        return json.dumps(self.manifest_files, separators=(",", ":")).encode()
