@@ -15,6 +15,7 @@ field manager FIELD_MANAGER.
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -132,6 +133,11 @@ class IngressStatusWriter:
         self._later = threading.Condition()
         self._pending: Any = None
         self._thread: threading.Thread | None = None
+        # The inputs of the last apply that found nothing to write: while they are the very
+        # same (the caches replace an Ingress's dict when it changes, never edit it), there
+        # is nothing to look at again, which spares every converged endpoint change a pass
+        # over every Ingress (issue 19).
+        self._settled: tuple[Any, Sequence[Mapping[str, Any]]] | None = None
 
     def apply_later(self, output: Any) -> None:
         """`apply` on the writer's own thread, the newest output only. The pipeline calls
@@ -172,15 +178,26 @@ class IngressStatusWriter:
             return []
         desired = fleet_entries(self.addresses())
         served = tuple(getattr(output, "served_ingresses", ()) or ())
-        todo = status_changes(served, self.ingresses(), desired, self._ours)
-        if not todo:
+        ingresses = self.ingresses()
+        if self._is_settled((served, desired), ingresses):
             return []
+        todo = status_changes(served, ingresses, desired, self._ours)
+        if not todo:
+            self._settled = ((served, desired), ingresses)
+            return []
+        self._settled = None
         self.check_term()  # proof against the Lease once per batch, before the writes
         done = []
         for namespace, name, entries in todo:
             if self._write(namespace, name, entries):
                 done.append(f"{namespace}/{name}")
         return done
+
+    def _is_settled(self, inputs: Any, ingresses: Sequence[Mapping[str, Any]]) -> bool:
+        settled = self._settled
+        if settled is None or settled[0] != inputs or len(settled[1]) != len(ingresses):
+            return False
+        return all(map(operator.is_, settled[1], ingresses))
 
     def _write(self, namespace: str, name: str, entries: Entries) -> bool:
         body = {
