@@ -27,7 +27,8 @@ from controller.deploy.diff import (
     Skip,
     decide_pod,
     encode_manifest,
-    manifest,
+    encoded_files,
+    manifest_head,
     revert_manifest,
 )
 from controller.render import RenderOutput
@@ -119,6 +120,36 @@ class AgentPool:
             self._clients.clear()
 
 
+class _Deployment:
+    """One deployment of an output: what every pod's apply shares. The files' encoding,
+    nearly all of a manifest's bytes, is made once, by the first pod that needs it."""
+
+    def __init__(
+        self,
+        output: RenderOutput,
+        holder: str,
+        epoch: int,
+        sequence: int,
+        known_plans: Mapping[str, Mapping[str, Any]],
+    ) -> None:
+        self.output = output
+        self.holder = holder
+        self.epoch = epoch
+        self.sequence = sequence
+        self.known_plans = known_plans
+        self._files: bytes | None = None
+        self._lock = threading.Lock()
+
+    def body(self, decision: Apply, expect_bootstrap: bool = False) -> bytes:
+        with self._lock:
+            if self._files is None:
+                self._files = encoded_files(self.output)
+        head = manifest_head(
+            self.output, decision, self.holder, self.epoch, self.sequence, expect_bootstrap
+        )
+        return encode_manifest(head, self._files)
+
+
 class Deployer:
     def __init__(self, pool: AgentPool, max_parallel: int = 16) -> None:
         self.pool = pool
@@ -143,58 +174,39 @@ class Deployer:
         prevention), so a drifted pod reports a violation and gets a full apply.
         `bootstrap_only` (recovery) sends the bootstrap expectation itself: the agent refuses
         (409 not_bootstrap) a pod that is no longer bootstrap when the apply arrives."""
-        sequence = next(self._sequence)
+        one = _Deployment(output, holder, epoch, next(self._sequence), known_plans)
         if bootstrap_only:
-            futures = [
-                self._executor.submit(self._deploy_bootstrap, pod, output, holder, epoch, sequence)
-                for pod in pods
-            ]
+            futures = [self._executor.submit(self._deploy_bootstrap, pod, one) for pod in pods]
         else:
-            futures = [
-                self._executor.submit(
-                    self._deploy_pod, pod, output, holder, epoch, sequence, known_plans, verify
-                )
-                for pod in pods
-            ]
+            futures = [self._executor.submit(self._deploy_pod, pod, one, verify) for pod in pods]
         return [f.result() for f in futures]
 
-    def _deploy_bootstrap(
-        self, pod: HAProxyPod, output: RenderOutput, holder: str, epoch: int, sequence: int
-    ) -> PodOutcome:
+    def _deploy_bootstrap(self, pod: HAProxyPod, one: _Deployment) -> PodOutcome:
         # No read decides the expectation: a read is already stale when the apply lands.
-        body = manifest(output, BOOTSTRAP, holder, epoch, sequence, expect_bootstrap=True)
-        outcome = self._send(
-            self.pool.client(pod), pod, None, encode_manifest(body, output), BOOTSTRAP.reason
-        )
+        body = one.body(BOOTSTRAP, expect_bootstrap=True)
+        outcome = self._send(self.pool.client(pod), pod, None, body, BOOTSTRAP.reason)
         self._remember(pod, outcome)
         return outcome
 
-    def _deploy_pod(
-        self,
-        pod: HAProxyPod,
-        output: RenderOutput,
-        holder: str,
-        epoch: int,
-        sequence: int,
-        known_plans: Mapping[str, Mapping[str, Any]],
-        verify: bool,
-    ) -> PodOutcome:
+    def _deploy_pod(self, pod: HAProxyPod, one: _Deployment, verify: bool) -> PodOutcome:
         client = self.pool.client(pod)
         cached = self._last_state.get(pod.uid)
         try:
             # The state the last apply returned is current unless someone else applied
             # since; the agent's expected-previous-plan fence tells us, and we re-read.
-            reuse = cached is not None and not verify and cached.applied_plan_id != output.plan_id
+            reuse = (
+                cached is not None and not verify and cached.applied_plan_id != one.output.plan_id
+            )
             state = cached if reuse and cached is not None else client.state(verify=verify)
         except AgentError as exc:
             return _failed(pod, None, exc)
-        outcome = self._apply(client, pod, state, output, holder, epoch, sequence, known_plans)
+        outcome = self._apply(client, pod, state, one)
         if outcome.reason == "unexpected_previous_plan" and reuse:
             try:
                 state = client.state()
             except AgentError as exc:
                 return _failed(pod, None, exc)
-            outcome = self._apply(client, pod, state, output, holder, epoch, sequence, known_plans)
+            outcome = self._apply(client, pod, state, one)
         self._remember(pod, outcome)
         return outcome
 
@@ -205,28 +217,19 @@ class Deployer:
             self._last_state.pop(pod.uid, None)
 
     def _apply(
-        self,
-        client: AgentClient,
-        pod: HAProxyPod,
-        state: AgentState,
-        output: RenderOutput,
-        holder: str,
-        epoch: int,
-        sequence: int,
-        known_plans: Mapping[str, Mapping[str, Any]],
+        self, client: AgentClient, pod: HAProxyPod, state: AgentState, one: _Deployment
     ) -> PodOutcome:
         decision = decide_pod(
             state.applied_plan_id,
             state.applied_checksum,
             state.invariant_violation,
-            output,
-            known_plans,
+            one.output,
+            one.known_plans,
         )
         if isinstance(decision, Skip):
             return PodOutcome(pod, PodAction.SKIPPED, state)
         assert isinstance(decision, Apply)
-        body = manifest(output, decision, holder, epoch, sequence)
-        return self._send(client, pod, state, encode_manifest(body, output), decision.reason)
+        return self._send(client, pod, state, one.body(decision), decision.reason)
 
     def _send(
         self,

@@ -71,6 +71,19 @@ def manifest(
 ) -> dict[str, Any]:
     """The agent apply manifest (docs/contracts.md); `expect_bootstrap` makes the agent refuse
     it unless the pod is bootstrap when it arrives (recovery, ADR-0033)."""
+    head = manifest_head(output, decision, holder, epoch, sequence, expect_bootstrap)
+    return {**head, "files": output.manifest_files()}
+
+
+def manifest_head(
+    output: RenderOutput,
+    decision: Apply,
+    holder: str,
+    epoch: int,
+    sequence: int,
+    expect_bootstrap: bool = False,
+) -> dict[str, Any]:
+    """Every field of `manifest` but the files: what differs from one pod to the next."""
     return {
         "plan_id": output.plan_id,
         "checksum": output.checksum,
@@ -78,22 +91,23 @@ def manifest(
         "token": {"holder": holder, "epoch": epoch, "sequence": sequence},
         "expected_previous_plan_id": decision.expected_previous_plan_id,
         "mode": decision.mode,
-        "files": output.manifest_files,
         "runtime_operations": list(decision.runtime_operations),
         "expect_bootstrap": expect_bootstrap,
     }
 
 
-def encode_manifest(body: Mapping[str, Any], output: RenderOutput | None = None) -> bytes:
-    """A manifest as the JSON the agent reads. When its files are `output`'s, their
-    encoding is the one made once per output (`RenderOutput.manifest_files_json`), not
-    made again for every pod: the files are nearly all of a manifest's bytes."""
-    compact = (",", ":")
-    if output is None or body.get("files") is not output.manifest_files:
-        return json.dumps(body, separators=compact).encode()
-    head = json.dumps({k: v for k, v in body.items() if k != "files"}, separators=compact)
-    assert head != "{}", "a manifest has more than its files"
-    return b'{"files":' + output.manifest_files_json + b"," + head[1:].encode()
+def encoded_files(output: RenderOutput) -> bytes:
+    """The manifest's `files` as JSON. Nearly all of a manifest's bytes and the same for every
+    pod, so the deployer makes it once per deployment; not kept with the output (the plan
+    memory holds outputs, and this is about twice the size of their files)."""
+    return json.dumps(output.manifest_files(), separators=(",", ":")).encode()
+
+
+def encode_manifest(head: Mapping[str, Any], files: bytes) -> bytes:
+    """The manifest the agent reads: `head` (manifest_head) with `files` (encoded_files)."""
+    rest = json.dumps(head, separators=(",", ":"))
+    assert rest != "{}", "a manifest has more than its files"
+    return b'{"files":' + files + b"," + rest[1:].encode()
 
 
 def revert_manifest(

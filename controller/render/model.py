@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -178,12 +177,9 @@ class RenderOutput:
     def paths(self) -> list[str]:
         return [f.path for f in self.files]
 
-    # Cached, as the files' digests are: every pod's apply manifest of this output carries
-    # the same list, so it is built and JSON-encoded once (controller.deploy.diff).
-    @functools.cached_property
-    def manifest_files(self) -> tuple[dict[str, Any], ...]:
+    def manifest_files(self) -> list[dict[str, Any]]:
         """The `files` list of the agent apply manifest (docs/contracts.md), path order."""
-        return tuple(
+        return [
             {
                 "path": f.path,
                 "kind": f.kind,
@@ -192,9 +188,4 @@ class RenderOutput:
                 "content_b64": base64.b64encode(f.content).decode("ascii"),
             }
             for f in self.files
-        )
-
-    @functools.cached_property
-    def manifest_files_json(self) -> bytes:
-        """`manifest_files` as compact JSON."""
-        return json.dumps(self.manifest_files, separators=(",", ":")).encode()
+        ]

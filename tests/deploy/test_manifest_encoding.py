@@ -1,14 +1,24 @@
-"""The apply manifest as the deployer sends it (controller/deploy/diff.py): a render's files
-are encoded once for every pod, and what the agent reads is the manifest all the same."""
+"""The apply manifest as the deployer sends it (controller/deploy/diff.py, deployer.py): a
+render's files are encoded once per deployment for every pod, and what the agent reads is
+the manifest all the same."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.deploy.diff import BOOTSTRAP, Apply, encode_manifest, manifest
+from controller.deploy import deployer
+from controller.deploy.diff import (
+    BOOTSTRAP,
+    Apply,
+    encode_manifest,
+    encoded_files,
+    manifest,
+    manifest_head,
+)
 from controller.render import RenderInput, render
 from tests.render.builders import scale_set, template_config
 
@@ -28,15 +38,21 @@ def test_the_encoded_manifest_reads_as_the_manifest(
 ) -> None:
     ops = ({"op": "set_server", "backend": "b", "server": "SRV_1", "state": "ready"},)
     decision = Apply(mode, ops, previous, "test")
-    body = manifest(OUTPUT, decision, holder, epoch, sequence, expect_bootstrap=bootstrap)
-    assert json.loads(encode_manifest(body, OUTPUT)) == json.loads(json.dumps(body))
+    args = (OUTPUT, decision, holder, epoch, sequence, bootstrap)
+    body = encode_manifest(manifest_head(*args), encoded_files(OUTPUT))
+    assert json.loads(body) == manifest(*args)
 
 
-def test_every_pods_manifest_shares_one_encoding_of_the_files() -> None:
-    first = manifest(OUTPUT, BOOTSTRAP, "a", 1, 1)
-    second = manifest(OUTPUT, BOOTSTRAP, "a", 1, 2)
-    assert first["files"] is second["files"] is OUTPUT.manifest_files
-    assert OUTPUT.manifest_files_json in encode_manifest(first, OUTPUT)
-    # Files that are not the output's own are encoded with the rest.
-    other = dict(first, files=[])
-    assert json.loads(encode_manifest(other, OUTPUT))["files"] == []
+def test_one_deployment_encodes_the_files_once_for_every_pod(monkeypatch: Any) -> None:
+    made: list[int] = []
+
+    def counted(output: Any) -> bytes:
+        made.append(1)
+        return encoded_files(output)
+
+    monkeypatch.setattr(deployer, "encoded_files", counted)
+    one = deployer._Deployment(OUTPUT, "a", 1, 7, {})
+    bodies = [one.body(BOOTSTRAP), one.body(Apply("auto", (), "p0", "test"))]
+    assert len(made) == 1
+    assert [json.loads(b)["expected_previous_plan_id"] for b in bodies] == [None, "p0"]
+    assert all(json.loads(b)["files"] == OUTPUT.manifest_files() for b in bodies)

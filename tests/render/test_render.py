@@ -445,9 +445,8 @@ def test_library_switches() -> None:
 
 def test_manifest_files_carry_every_file_for_the_agent() -> None:
     out = render(tls())
-    listed = out.manifest_files
+    listed = out.manifest_files()
     assert [f["path"] for f in listed] == sorted(out.paths())
-    assert json.loads(out.manifest_files_json) == list(listed)
     for entry in listed:
         content = base64.b64decode(entry["content_b64"])
         assert content == out.file(entry["path"]).content
