@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agents.client import AgentClient, AgentConflict, AgentError, AgentRejected, AgentState
@@ -120,25 +120,18 @@ class AgentPool:
             self._clients.clear()
 
 
+@dataclass
 class _Deployment:
     """One deployment of an output: what every pod's apply shares. The files' encoding,
     nearly all of a manifest's bytes, is made once, by the first pod that needs it."""
 
-    def __init__(
-        self,
-        output: RenderOutput,
-        holder: str,
-        epoch: int,
-        sequence: int,
-        known_plans: Mapping[str, Mapping[str, Any]],
-    ) -> None:
-        self.output = output
-        self.holder = holder
-        self.epoch = epoch
-        self.sequence = sequence
-        self.known_plans = known_plans
-        self._files: bytes | None = None
-        self._lock = threading.Lock()
+    output: RenderOutput
+    holder: str
+    epoch: int
+    sequence: int
+    known_plans: Mapping[str, Mapping[str, Any]]
+    _files: bytes | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def body(self, decision: Apply, expect_bootstrap: bool = False) -> bytes:
         with self._lock:

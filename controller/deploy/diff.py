@@ -61,20 +61,6 @@ def decide_pod(
     return Apply("auto", tuple(ops), applied_plan_id, f"{len(ops)} runtime operations")
 
 
-def manifest(
-    output: RenderOutput,
-    decision: Apply,
-    holder: str,
-    epoch: int,
-    sequence: int,
-    expect_bootstrap: bool = False,
-) -> dict[str, Any]:
-    """The agent apply manifest (docs/contracts.md); `expect_bootstrap` makes the agent refuse
-    it unless the pod is bootstrap when it arrives (recovery, ADR-0033)."""
-    head = manifest_head(output, decision, holder, epoch, sequence, expect_bootstrap)
-    return {**head, "files": output.manifest_files()}
-
-
 def manifest_head(
     output: RenderOutput,
     decision: Apply,
@@ -83,7 +69,9 @@ def manifest_head(
     sequence: int,
     expect_bootstrap: bool = False,
 ) -> dict[str, Any]:
-    """Every field of `manifest` but the files: what differs from one pod to the next."""
+    """The agent apply manifest (docs/contracts.md) but its files: what differs from one pod
+    to the next. `expect_bootstrap` makes the agent refuse it unless the pod is bootstrap
+    when it arrives (recovery, ADR-0033)."""
     return {
         "plan_id": output.plan_id,
         "checksum": output.checksum,
@@ -101,6 +89,11 @@ def encoded_files(output: RenderOutput) -> bytes:
     pod, so the deployer makes it once per deployment; not kept with the output (the plan
     memory holds outputs, and this is about twice the size of their files)."""
     return json.dumps(output.manifest_files(), separators=(",", ":")).encode()
+
+
+def manifest(head: Mapping[str, Any], output: RenderOutput) -> dict[str, Any]:
+    """The whole manifest as a dict: `head` (manifest_head) with `output`'s files."""
+    return {**head, "files": output.manifest_files()}
 
 
 def encode_manifest(head: Mapping[str, Any], files: bytes) -> bytes:

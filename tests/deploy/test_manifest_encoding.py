@@ -38,9 +38,9 @@ def test_the_encoded_manifest_reads_as_the_manifest(
 ) -> None:
     ops = ({"op": "set_server", "backend": "b", "server": "SRV_1", "state": "ready"},)
     decision = Apply(mode, ops, previous, "test")
-    args = (OUTPUT, decision, holder, epoch, sequence, bootstrap)
-    body = encode_manifest(manifest_head(*args), encoded_files(OUTPUT))
-    assert json.loads(body) == manifest(*args)
+    head = manifest_head(OUTPUT, decision, holder, epoch, sequence, bootstrap)
+    body = encode_manifest(head, encoded_files(OUTPUT))
+    assert json.loads(body) == manifest(head, OUTPUT)
 
 
 def test_one_deployment_encodes_the_files_once_for_every_pod(monkeypatch: Any) -> None:

@@ -48,7 +48,7 @@ from hypothesis.stateful import (
 from kubernetes.client.exceptions import ApiException
 
 from controller.deploy.deployer import Deployer, PodOutcome
-from controller.deploy.diff import Apply, manifest
+from controller.deploy.diff import Apply, manifest, manifest_head
 from controller.election.term import FencingToken
 from controller.fencing import StaleTerm, check_term
 from controller.health import RECONCILIATION_COORDINATOR, ComponentHealth
@@ -688,7 +688,7 @@ class TermModel(RuleBasedStateMachine):
         for agent in self.agents.values():
             previous = agent.applied.plan_id if agent.applied else None
             decision = Apply("reload", (), previous, "old release")
-            agent.apply(manifest(output, decision, "old-release", epoch, 1))
+            agent.apply(manifest(manifest_head(output, decision, "old-release", epoch, 1), output))
 
     @precondition(lambda self: len(self.pods) < MAX_PODS)
     @rule()
