@@ -208,7 +208,7 @@ class LeaderElector:
             assert term is not None
             term.extend(valid_until)
             return Attempt.RENEWED
-        token = FencingToken(self.identity, written.epoch, self.store.name, self.store.namespace)
+        token = FencingToken.of(self.identity, written.epoch, self.store.name, self.store.namespace)
         self._term = Term(token, valid_until, self.clock)
         return Attempt.ACQUIRED
 

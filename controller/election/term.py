@@ -13,18 +13,25 @@ from controller.retained import intent
 
 @dataclass(frozen=True)
 class FencingToken:
-    """Names one term: who holds the Lease and at which epoch. Tasks carry it as a dict."""
+    """Names one term: who holds the Lease and at which epoch (`term`, the one (holder,
+    epoch) value type, controller.retained.intent.Term) and which Lease. Tasks carry it as
+    a dict."""
 
-    holder: str
-    epoch: int
+    term: intent.Term
     lease_name: str
     namespace: str
 
+    @classmethod
+    def of(cls, holder: str, epoch: int, lease_name: str, namespace: str) -> FencingToken:
+        return cls(intent.Term(holder, epoch), lease_name, namespace)
+
     @property
-    def term(self) -> intent.Term:
-        """The (holder, epoch) value this token names, the same type the retained state
-        records (a claim, an intent's writer); read-only, so it cannot lift the epoch."""
-        return intent.Term(self.holder, self.epoch)
+    def holder(self) -> str:
+        return self.term.holder
+
+    @property
+    def epoch(self) -> int:
+        return self.term.epoch
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -36,11 +43,8 @@ class FencingToken:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FencingToken:
-        return cls(
-            holder=str(data["holder"]),
-            epoch=int(data["epoch"]),
-            lease_name=str(data["lease_name"]),
-            namespace=str(data["namespace"]),
+        return cls.of(
+            str(data["holder"]), int(data["epoch"]), str(data["lease_name"]), str(data["namespace"])
         )
 
 

@@ -76,7 +76,7 @@ class TermContext:
         if term == self.term:
             return
         self.term = term
-        self._adopted = replace(self.token, epoch=term.epoch)
+        self._adopted = replace(self.token, term=replace(self.token.term, epoch=term.epoch))
         if self.recheck is not None:
             self.recheck()
 

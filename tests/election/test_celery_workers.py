@@ -177,7 +177,7 @@ def test_only_the_leader_consumes_and_a_handover_moves_consumption(
     core = client.CoreV1Api(api_server.api_client())
     configmap = f"marker-{uuid.uuid4().hex[:8]}"
     core.create_namespaced_config_map(NAMESPACE, {"metadata": {"name": configmap}})
-    old_token = FencingToken(first, epoch, lease_name, NAMESPACE)
+    old_token = FencingToken.of(first, epoch, lease_name, NAMESPACE)
     done = send_leader_task(
         celery_app,
         "tests.leader.record_marker",
@@ -288,7 +288,7 @@ def test_a_worker_cut_off_from_the_api_stops_consuming_and_resumes_in_a_new_term
     core = client.CoreV1Api(api_server.api_client())
     configmap = f"marker-{uuid.uuid4().hex[:8]}"
     core.create_namespaced_config_map(NAMESPACE, {"metadata": {"name": configmap}})
-    old = FencingToken("worker-e", epoch, lease_name, NAMESPACE)
+    old = FencingToken.of("worker-e", epoch, lease_name, NAMESPACE)
     stale = send_leader_task(
         celery_app,
         "tests.leader.record_marker",

@@ -229,7 +229,7 @@ def test_token_round_trips_as_the_plain_dict_tasks_carry(
 
     from controller.election.term import FencingToken
 
-    token = FencingToken(holder, epoch, lease, "haptic")
+    token = FencingToken.of(holder, epoch, lease, "haptic")
     assert FencingToken.from_dict(json.loads(json.dumps(token.to_dict()))) == token
 
 

@@ -30,14 +30,14 @@ def test_only_the_current_terms_token_passes(api_server: Any, lease_name: str) -
         term = a.elector.term
         assert term is not None
         token = term.token
-        assert token == FencingToken("a", token.epoch, lease_name, NAMESPACE)
+        assert token == FencingToken.of("a", token.epoch, lease_name, NAMESPACE)
         assert check_term(api, token) is True
         assert check_term(api, token.to_dict()) is True  # as Celery tasks carry it
 
         for stale, why in [
-            (replace(token, epoch=token.epoch - 1), "epoch"),
-            (replace(token, epoch=token.epoch + 1), "epoch"),
-            (replace(token, holder="b"), "held by a"),
+            (replace(token, term=replace(token.term, epoch=token.epoch - 1)), "epoch"),
+            (replace(token, term=replace(token.term, epoch=token.epoch + 1)), "epoch"),
+            (replace(token, term=replace(token.term, holder="b")), "held by a"),
             (replace(token, lease_name="no-such-lease"), "does not exist"),
         ]:
             with pytest.raises(StaleTerm, match=why):

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.timeout(30)
 
 
 def live_term() -> Term:
-    return Term(FencingToken("a", 7, "haptic-leader", "haptic"), time.monotonic() + 60)
+    return Term(FencingToken.of("a", 7, "haptic-leader", "haptic"), time.monotonic() + 60)
 
 
 def test_start_in_order_stop_once_in_reverse() -> None:
@@ -82,7 +82,7 @@ def test_drain_runs_only_while_the_term_is_valid() -> None:
 def test_a_token_names_its_term_as_the_retained_state_records_it() -> None:
     from controller.retained.intent import Claim, claim_outranks
 
-    token = FencingToken("a", 7, "haptic-leader", "haptic")
+    token = FencingToken.of("a", 7, "haptic-leader", "haptic")
     assert token.term == Claim("a", 7)
     # The same value the retained state compares: a claim at a later epoch outranks it.
     assert claim_outranks(Claim("b", 8), token.term)

@@ -220,7 +220,7 @@ class Harness:
     ) -> LeaderPipeline:
         """A term's pipeline, wired as ControllerReplica._start_term does (`term_valid`: the
         local term still believes it leads; the Lease is the authority)."""
-        token = FencingToken(holder, epoch, self.lease_name, NS)
+        token = FencingToken.of(holder, epoch, self.lease_name, NS)
         gate = RenderGate()
         pool = AgentPool(port=self.agents[0].port, token=lambda: TOKEN)
         deployer = deployer or Deployer(pool)

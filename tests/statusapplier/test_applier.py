@@ -182,7 +182,7 @@ def test_acts_only_while_the_term_is_valid(core, ns) -> None:
     def stale() -> None:
         from controller.election.term import FencingToken
 
-        raise StaleTerm(FencingToken("c-0", 3, "haptic-leader", "haptic"), "lease moved")
+        raise StaleTerm(FencingToken.of("c-0", 3, "haptic-leader", "haptic"), "lease moved")
 
     with pytest.raises(StaleTerm):
         applier(core, check_term=stale).apply(Output((f"{ns}/web-5",)))

@@ -310,7 +310,7 @@ class TermModel(RuleBasedStateMachine):
         return world_snapshot(self.template_obj, world_hosts(self.world), self.broken)
 
     def _start_term(self, holder: str, epoch: int) -> Term:
-        token = FencingToken(holder, epoch, self.lease_name, NS)
+        token = FencingToken.of(holder, epoch, self.lease_name, NS)
         seen_recovery = threading.Event()
         deployer = ObservedDeployer(FakeAgentPool(self.agents), seen_recovery)
         health = SignallingHealth(self.changed)

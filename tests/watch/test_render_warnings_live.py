@@ -104,6 +104,6 @@ def test_the_template_config_status_carries_the_summary_fenced(api_client, names
     # Once the term is over nothing is written, even though the summary changed.
     from controller.election.term import FencingToken
 
-    over.append(FencingToken("someone", 1, "haptic-leader", namespace))
+    over.append(FencingToken.of("someone", 1, "haptic-leader", namespace))
     report(render(RenderInput(b.template_config())))
     assert status()["count"] == 1
