@@ -579,13 +579,9 @@ def _measure_on(
     )
 
 
-def _convergence_metrics(s: Scenario, m: _Measured) -> list[dict[str, Any]]:
-    per_pod = {n: m.reloads_after[n] - m.reloads_before.get(n, 0) for n in m.reloads_after}
-    worst = max(per_pod.values()) if per_pod else 0
-    changes = len(m.endpoint_ms) + len(m.burn_ms)
-    ep = summarize(m.endpoint_ms)
-    ing = summarize(m.ingress_ms)
-    context = {
+def _context(s: Scenario, m: _Measured) -> dict[str, Any]:
+    """What every metric of a run is measured on."""
+    return {
         "ingresses": s.ingresses,
         "haproxy_pods": HAPROXY_PODS,
         "controllers": 2,
@@ -593,12 +589,26 @@ def _convergence_metrics(s: Scenario, m: _Measured) -> list[dict[str, Any]]:
         "cores": os.cpu_count(),
         "setup_seconds": round(m.setup_s, 1),
     }
-    cpu = {
+
+
+def _cpu_ms_per_change(m: _Measured) -> dict[str, float]:
+    """CPU ms of each part of the stack per endpoint change (idle time included)."""
+    return {
         part: round(
             (m.cpu_after[part] - m.cpu_before.get(part, 0.0)) * 1000 / len(m.endpoint_ms), 1
         )
         for part in m.cpu_after
     }
+
+
+def _convergence_metrics(s: Scenario, m: _Measured) -> list[dict[str, Any]]:
+    per_pod = {n: m.reloads_after[n] - m.reloads_before.get(n, 0) for n in m.reloads_after}
+    worst = max(per_pod.values()) if per_pod else 0
+    changes = len(m.endpoint_ms) + len(m.burn_ms)
+    ep = summarize(m.endpoint_ms)
+    ing = summarize(m.ingress_ms)
+    context = _context(s, m)
+    cpu = _cpu_ms_per_change(m)
     leader_cpu = cpu.get(m.leader, 0.0) if m.leader else 0.0
     metrics = [
         {
