@@ -254,6 +254,14 @@ def test_pods_that_took_a_refused_plan_are_reverted_through_their_agent(
 
     def refuse_all_but_a(output, verdict) -> None:
         if output.checksum != plan_a.checksum:
+            # The scenario is a refusal after dispatch: hold the verdict until B is on every
+            # agent. A quick `haproxy -c` once gave its verdict before the paced dispatch of
+            # B, B was never sent and there was nothing to revert (a real-tier flake).
+            wait_for(
+                lambda: all(s.applied_plan_id == output.plan_id for s in harness.states(agents)),
+                10,
+                what="B on every agent before the gate's verdict",
+            )
             verdict = replace(verdict, accepted=False, output="refused (injected)")
         report(output, verdict)
 
