@@ -15,13 +15,14 @@ field manager FIELD_MANAGER.
 from __future__ import annotations
 
 import logging
-import operator
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+
+from controller.watch.store import same_objects
 
 log = logging.getLogger(__name__)
 
@@ -195,9 +196,7 @@ class IngressStatusWriter:
 
     def _is_settled(self, inputs: Any, ingresses: Sequence[Mapping[str, Any]]) -> bool:
         settled = self._settled
-        if settled is None or settled[0] != inputs or len(settled[1]) != len(ingresses):
-            return False
-        return all(map(operator.is_, settled[1], ingresses))
+        return settled is not None and settled[0] == inputs and same_objects(settled[1], ingresses)
 
     def _write(self, namespace: str, name: str, entries: Entries) -> bool:
         body = {

@@ -22,7 +22,6 @@ stays and the render gate's verdict on the basis stands.
 from __future__ import annotations
 
 import copy
-import operator
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -31,6 +30,7 @@ from typing import Any
 from controller.render import libraries as lib
 from controller.render.model import RenderedFile, RenderInput, RenderOutput, RenderWarning
 from controller.render.plan import PlanJSON, checksum, server_operations
+from controller.watch.store import same_objects
 
 Key = tuple[str, str]  # (namespace, name)
 CONFIG = "haproxy.cfg"
@@ -191,10 +191,10 @@ def _named(obj: Any) -> bool:
 def _same_objects(old: Sequence[Any], new: Sequence[Any], status_aside: bool = False) -> bool:
     """The same objects (by identity); with `status_aside`, an object replaced by one that
     differs only in what no library reads (a status write) counts as the same."""
+    if same_objects(old, new):
+        return True
     if len(old) != len(new):
         return False
-    if all(map(operator.is_, old, new)):
-        return True
     return status_aside and all(
         a is b or _render_view(a) == _render_view(b) for a, b in zip(old, new, strict=True)
     )

@@ -11,12 +11,21 @@ deletions leave a bounded tombstone so a late ADDED cannot resurrect a deleted o
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kubewatch import selectors
+
+
+def same_objects(old: Sequence[Any], new: Sequence[Any]) -> bool:
+    """Whether two reads of the store hold the very same objects, in order: since an update
+    replaces an object and never edits it, identity says nothing changed."""
+    return len(old) == len(new) and all(map(operator.is_, old, new))
+
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
