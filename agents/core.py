@@ -66,6 +66,7 @@ from agents.manifest import (
     SetServer,
     Token,
     parse_manifest,
+    resolve_base,
     sha256_hex,
 )
 from agents.sockets import HAProxySocketError, RuntimeAPI
@@ -386,6 +387,12 @@ class Agent:
             decision = choose_action(current, manifest)
             if decision.action is Action.NOOP:
                 return 200, self._finish(manifest, PodAction.NOOP, decision.why, started)
+            if manifest.based:
+                try:
+                    manifest = resolve_base(manifest, self._base_files(manifest))
+                except ManifestError as exc:
+                    status = 409 if exc.reason == "base_unavailable" else 400
+                    return status, {"reason": exc.reason, "detail": exc.detail}
             if decision.action is Action.REVERT:
                 try:
                     manifest = self._lkg_manifest(manifest)
@@ -409,6 +416,27 @@ class Agent:
                 self._recover_journal(manifest.plan_id)
                 self._save()
                 return 500, {"reason": "agent_error", "detail": str(exc)}
+
+    def _base_files(self, m: Manifest) -> dict[str, bytes]:
+        """The applied plan's bytes of every path `m` takes from it, read from disk and
+        proven against the applied record: a file changed behind the agent is no base
+        (409 base_unavailable; the sender then sends the whole file)."""
+        applied = self.state.applied
+        if applied is None or applied.plan_id != m.expected_previous_plan_id:
+            raise ManifestError("base_unavailable", "the pod does not run the base plan")
+        base: dict[str, bytes] = {}
+        for entry in m.based:
+            meta = applied.files.get(entry.path)
+            if meta is None:
+                raise ManifestError("base_unavailable", f"{entry.path} is not in the applied plan")
+            try:
+                content = check_inside(self.layout.config_root, entry.path).read_bytes()
+            except (OSError, TreeError) as exc:
+                raise ManifestError("base_unavailable", f"{entry.path}: {exc}") from None
+            if sha256_hex(content) != meta["sha256"]:
+                raise ManifestError("base_unavailable", f"{entry.path} changed on disk")
+            base[entry.path] = content
+        return base
 
     def _recover_journal(self, plan_id: str) -> None:
         """After an unexpected error mid-apply: put the journaled files back, or say so."""

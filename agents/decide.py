@@ -71,7 +71,7 @@ def fence(current: Current, manifest: Manifest) -> str | None:
 
 
 def changed_paths(current: Current, manifest: Manifest) -> list[str]:
-    new = manifest.file_map()
+    new = manifest.identities()
     paths = set(new) | set(current.files)
     return sorted(
         p
@@ -104,7 +104,7 @@ def choose_action(current: Current, manifest: Manifest) -> Decision:
         return Decision(Action.NOOP, "plan already applied")
     if manifest.structure_digest != current.running_structure_digest:
         return Decision(Action.RELOAD, "structure digest differs from the running worker's")
-    new = manifest.file_map()
+    new = manifest.identities()
     if set(new) != set(current.files):
         return Decision(Action.RELOAD, "file set changed")
     for path in changed_paths(current, manifest):

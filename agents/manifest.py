@@ -1,7 +1,10 @@
 """The apply manifest: parsing, path checks, digests. Pure functions, no I/O.
 
-The controller sends the complete file set of a plan; everything here decides whether that
-manifest is acceptable before a single byte reaches the disk.
+The controller sends the complete file set of a plan: each file's bytes, or, for a pod that
+runs the manifest's expected previous plan, that plan's bytes of the same path with a few
+byte-range edits (an endpoint change rewrites a handful of server lines of a configuration of
+megabytes; docs/contracts.md "Files from the base plan"). Everything here decides whether
+that manifest is acceptable before a single byte reaches the disk.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from contract import content_checksum, sha256_hex
@@ -69,6 +72,27 @@ class FileEntry:
 
 
 @dataclass(frozen=True)
+class Edit:
+    """Replace `length` bytes at `offset` of the base file with `text` (UTF-8)."""
+
+    offset: int
+    length: int
+    text: bytes
+
+
+@dataclass(frozen=True)
+class BasedEntry:
+    """A file whose bytes are those of the same path in the expected previous plan, with
+    `edits` (none: unchanged). Resolved against the pod's files by `resolve_base`."""
+
+    path: str
+    kind: str
+    sha256: str
+    size: int
+    edits: tuple[Edit, ...]
+
+
+@dataclass(frozen=True)
 class SetServer:
     backend: str
     server: str
@@ -103,9 +127,15 @@ class Manifest:
     # Recovery (ADR-0033) applies only to bootstrap pods: the agent, not a read the sender
     # made earlier, decides that the pod is still bootstrap when the apply arrives.
     expect_bootstrap: bool = False
+    # Files still to be taken from the base plan (resolve_base); `files` holds the others.
+    based: tuple[BasedEntry, ...] = ()
 
     def file_map(self) -> dict[str, FileEntry]:
         return {f.path: f for f in self.files}
+
+    def identities(self) -> dict[str, FileEntry | BasedEntry]:
+        """Every file's path, kind, digest and size, whether its bytes came or not."""
+        return {f.path: f for f in (*self.files, *self.based)}
 
 
 def check_path(path: Any, kind: str | None = None) -> str:
@@ -245,9 +275,13 @@ def parse_manifest(
         raise ManifestError(
             "too_many_operations", f"{len(raw_ops)} operations, limit {max_operations}"
         )
-    files = _parse_files(raw_files)
-    checksum, structure = _declared_identity(raw, mode, files)
-    map_paths = {f.path for f in files if f.kind == "map"}
+    files, based = _parse_files(raw_files)
+    if based and expected is None:
+        raise ManifestError("bad_manifest", "files from the base plan need its plan ID")
+    if based and mode != "auto":
+        raise ManifestError("bad_manifest", f"files from the base plan in mode {mode!r}")
+    checksum, structure = _declared_identity(raw, mode, files, based)
+    map_paths = {f.path for f in (*files, *based) if f.kind == "map"}
     ops = tuple(parse_operation(op, map_paths) for op in raw_ops)
     assert plan_id is not None
     return Manifest(
@@ -260,27 +294,35 @@ def parse_manifest(
         files=files,
         runtime_operations=ops,
         expect_bootstrap=expect_bootstrap,
+        based=based,
     )
 
 
-def _parse_files(raw_files: list[Any]) -> tuple[FileEntry, ...]:
-    """Every file entry checked, sorted by path; no path twice, none both file and directory."""
+def _parse_files(raw_files: list[Any]) -> tuple[tuple[FileEntry, ...], tuple[BasedEntry, ...]]:
+    """Every file entry checked, each sorted by path; no path twice, none both file and
+    directory."""
     files: list[FileEntry] = []
+    based: list[BasedEntry] = []
     seen: set[str] = set()
     for item in raw_files:
         entry = _parse_file(item, seen)
         seen.add(entry.path)
-        files.append(entry)
+        if isinstance(entry, BasedEntry):
+            based.append(entry)
+        else:
+            files.append(entry)
     # Directory/file clashes ("maps" as file and "maps/x") would make the tree unwritable.
     prefixes = {"/".join(p.split("/")[:i]) for p in seen for i in range(1, p.count("/") + 1)}
     if clash := prefixes & seen:
         raise ManifestError("bad_path", f"path used as file and directory: {sorted(clash)[0]!r}")
     files.sort(key=lambda f: f.path)
-    return tuple(files)
+    based.sort(key=lambda f: f.path)
+    return tuple(files), tuple(based)
 
 
-def _parse_file(item: Any, seen: set[str]) -> FileEntry:
-    """One file entry: kind, path, declared digest and size, and bytes that match both."""
+def _parse_file(item: Any, seen: set[str]) -> FileEntry | BasedEntry:
+    """One file entry: kind, path, declared digest and size, and bytes that match both (or
+    the edits of the base plan's bytes, checked once resolved)."""
     if not isinstance(item, dict):
         raise ManifestError("bad_manifest", "a file entry must be an object")
     kind = item.get("kind")
@@ -291,6 +333,11 @@ def _parse_file(item: Any, seen: set[str]) -> FileEntry:
         raise ManifestError("bad_manifest", f"duplicate path {path!r}")
     sha = _digest(item.get("sha256"), f"sha256 of {path}")
     size = _int(item, "size", 0, 2**40)
+    assert size is not None
+    if "base_edits" in item:
+        if "content_b64" in item:
+            raise ManifestError("bad_manifest", f"{path}: content_b64 and base_edits together")
+        return BasedEntry(path, kind, sha, size, _parse_edits(item["base_edits"], path))
     b64 = item.get("content_b64")
     if not isinstance(b64, str):
         raise ManifestError("bad_manifest", f"content_b64 of {path} must be a string")
@@ -305,18 +352,83 @@ def _parse_file(item: Any, seen: set[str]) -> FileEntry:
     return FileEntry(path, kind, sha, len(content), content)
 
 
-def _declared_identity(raw: dict, mode: str, files: tuple[FileEntry, ...]) -> tuple[str, str]:
+def _parse_edits(raw: Any, path: str) -> tuple[Edit, ...]:
+    """`[[offset, length, text], ...]`: ascending, not overlapping (bounds are checked
+    against the base bytes in resolve_base)."""
+    if not isinstance(raw, list) or len(raw) > DEFAULT_MAX_OPERATIONS:
+        raise ManifestError("bad_patch", f"base_edits of {path} must be a list of edits")
+    edits: list[Edit] = []
+    end = 0
+    for item in raw:
+        if (
+            not isinstance(item, list)
+            or len(item) != 3
+            or not all(isinstance(n, int) and not isinstance(n, bool) for n in item[:2])
+            or not isinstance(item[2], str)
+        ):
+            raise ManifestError("bad_patch", f"{path}: an edit is [offset, length, text]")
+        offset, length, text = item
+        if offset < end or length < 0:
+            raise ManifestError("bad_patch", f"{path}: edits must ascend and not overlap")
+        end = offset + length
+        edits.append(Edit(offset, length, text.encode()))
+    return tuple(edits)
+
+
+def apply_edits(base: bytes, edits: tuple[Edit, ...]) -> bytes:
+    """`base` with every edit made (offsets are into `base`)."""
+    if edits and edits[-1].offset + edits[-1].length > len(base):
+        raise ManifestError("bad_patch", "an edit reaches past the end of the base file")
+    pieces: list[bytes] = []
+    at = 0
+    for edit in edits:
+        pieces += (base[at : edit.offset], edit.text)
+        at = edit.offset + edit.length
+    pieces.append(base[at:])
+    return b"".join(pieces)
+
+
+def resolve_base(m: Manifest, base: dict[str, bytes]) -> Manifest:
+    """`m` with its based files made from `base` (path -> the bytes of the expected previous
+    plan; the caller proved them), each checked against its declared size and digest, and
+    the whole set against the declared checksum."""
+    files = list(m.files)
+    for entry in m.based:
+        if entry.path not in base:
+            raise ManifestError("base_unavailable", f"{entry.path} is not in the base plan")
+        content = apply_edits(base[entry.path], entry.edits)
+        if len(content) != entry.size:
+            raise ManifestError(
+                "size_mismatch", f"{entry.path}: {len(content)} bytes, declared {entry.size}"
+            )
+        if sha256_hex(content) != entry.sha256:
+            raise ManifestError("digest_mismatch", f"{entry.path}: edits do not give sha256")
+        files.append(FileEntry(entry.path, entry.kind, entry.sha256, entry.size, content))
+    files.sort(key=lambda f: f.path)
+    _check_checksum(m.checksum, files)
+    return replace(m, files=tuple(files), based=())
+
+
+def _check_checksum(declared: str, files: list[FileEntry] | tuple[FileEntry, ...]) -> None:
+    actual = content_checksum({f.path: f.content for f in files})
+    if declared != actual:
+        raise ManifestError("checksum_mismatch", f"declared {declared}, computed {actual}")
+
+
+def _declared_identity(
+    raw: dict, mode: str, files: tuple[FileEntry, ...], based: tuple[BasedEntry, ...] = ()
+) -> tuple[str, str]:
     """The declared content checksum and structure digest, checked against the files unless
-    the manifest only asks to revert to the last known good configuration."""
+    the manifest only asks to revert to the last known good configuration (or some files
+    come from the base plan: resolve_base checks it then)."""
     if mode == "revert_lkg":
         return raw.get("checksum") or "", raw.get("structure_digest") or ""
-    if ROOT_CONFIG not in {f.path for f in files}:
+    if ROOT_CONFIG not in {f.path for f in (*files, *based)}:
         raise ManifestError("bad_manifest", f"the file set must contain {ROOT_CONFIG}")
     checksum = _str(raw, "checksum")
     assert checksum is not None
-    actual = content_checksum({f.path: f.content for f in files})
-    if checksum != actual:
-        raise ManifestError("checksum_mismatch", f"declared {checksum}, computed {actual}")
+    if not based:
+        _check_checksum(checksum, files)
     return checksum, _digest(raw.get("structure_digest"), "structure_digest")
 
 

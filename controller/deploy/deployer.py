@@ -30,12 +30,17 @@ from controller.deploy.diff import (
     encoded_files,
     manifest_head,
     revert_manifest,
+    whole,
 )
 from controller.render import RenderOutput
 from controller.retained.fleet import PodReport
 from controller.retained.receipts import PodReceipt, acknowledgement
 
 log = logging.getLogger(__name__)
+
+# An agent's refusals of edits it cannot make on its files (agents/manifest.py): the apply is
+# sent again with the bytes.
+BASE_REFUSALS = frozenset({"base_unavailable", "bad_patch", "digest_mismatch", "size_mismatch"})
 
 
 @dataclass(frozen=True)
@@ -130,17 +135,20 @@ class _Deployment:
     epoch: int
     sequence: int
     known_plans: Mapping[str, Mapping[str, Any]]
-    _files: bytes | None = field(default=None, init=False)
+    _files: dict[bool, bytes] = field(default_factory=dict, init=False)  # by from_base
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def body(self, decision: Apply, expect_bootstrap: bool = False) -> bytes:
         with self._lock:
-            if self._files is None:
-                self._files = encoded_files(self.output)
+            files = self._files.get(decision.from_base)
+            if files is None:
+                files = self._files[decision.from_base] = encoded_files(
+                    self.output, decision.from_base
+                )
         head = manifest_head(
             self.output, decision, self.holder, self.epoch, self.sequence, expect_bootstrap
         )
-        return encode_manifest(head, self._files)
+        return encode_manifest(head, files)
 
 
 class Deployer:
@@ -222,7 +230,13 @@ class Deployer:
         if isinstance(decision, Skip):
             return PodOutcome(pod, PodAction.SKIPPED, state)
         assert isinstance(decision, Apply)
-        return self._send(client, pod, state, one.body(decision), decision.reason)
+        outcome = self._send(client, pod, state, one.body(decision), decision.reason)
+        if decision.from_base and outcome.reason in BASE_REFUSALS:
+            # The pod's files are not the base the edits were made against (changed behind
+            # its agent): the same apply with every file's bytes.
+            decision = whole(decision)
+            outcome = self._send(client, pod, state, one.body(decision), decision.reason)
+        return outcome
 
     def _send(
         self,
@@ -237,7 +251,8 @@ class Deployer:
         except AgentConflict as exc:
             return PodOutcome(pod, PodAction.REFUSED, state, error=str(exc), reason=exc.reason)
         except AgentRejected as exc:
-            return PodOutcome(pod, PodAction.FAILED, state, error=exc.error_text or str(exc))
+            error = exc.error_text or str(exc)
+            return PodOutcome(pod, PodAction.FAILED, state, error=error, reason=exc.reason)
         except AgentError as exc:
             return _failed(pod, state, exc)
         log.info("pod %s: %s (%s)", pod.name, result.result, why)

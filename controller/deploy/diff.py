@@ -2,7 +2,9 @@
 
 A pod already running the output is skipped: a leader change alone reloads nothing. When the
 pod's current plan is known, the runtime operations between the two plans let the agent
-apply without a reload (its structure digest check has the final word). When it is not
+apply without a reload (its structure digest check has the final word); a pod that runs the
+plan the incremental path started from gets that path's operations and only the edits of
+its files, not their bytes (docs/design/incremental.md). When it is not
 known, the agent is asked to reload rather than guess the running state.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from controller.render import RenderOutput, runtime_operations
@@ -27,6 +29,8 @@ class Apply:
     runtime_operations: tuple[dict[str, Any], ...]
     expected_previous_plan_id: str | None
     reason: str
+    # The pod runs the output's runtime_delta base: send edits of its files, not the bytes.
+    from_base: bool = False
 
 
 BOOTSTRAP = Apply("auto", (), None, "bootstrap pod")
@@ -47,18 +51,24 @@ def decide_pod(
         return Skip("pod already runs this plan")
     if applied_plan_id is None:
         return BOOTSTRAP
+    delta = output.runtime_delta
+    if not invariant_violation and delta is not None and delta.base_plan_id == applied_plan_id:
+        # The incremental path's own operations, and edits of the files the pod has.
+        why = f"{len(delta.operations)} runtime operations, edits of the pod's files"
+        return Apply("auto", delta.operations, applied_plan_id, why, from_base=True)
     old_plan = known_plans.get(applied_plan_id)
     if invariant_violation or old_plan is None:
         why = "invariant violation" if invariant_violation else "pod's current plan unknown"
         return Apply("reload", (), applied_plan_id, why)
-    delta = output.runtime_delta
-    if delta is not None and delta[0] == applied_plan_id:
-        ops: list[dict[str, Any]] | None = list(delta[1])  # the incremental path's own
-    else:
-        ops = runtime_operations(old_plan, output.plan)
+    ops = runtime_operations(old_plan, output.plan)
     if ops is None:
         return Apply("auto", (), applied_plan_id, "structure changed: reload")
     return Apply("auto", tuple(ops), applied_plan_id, f"{len(ops)} runtime operations")
+
+
+def whole(decision: Apply) -> Apply:
+    """The same apply with every file's bytes (the pod could not take edits of its own)."""
+    return replace(decision, from_base=False, reason=f"{decision.reason}; whole files")
 
 
 def manifest_head(
@@ -84,11 +94,13 @@ def manifest_head(
     }
 
 
-def encoded_files(output: RenderOutput) -> bytes:
-    """The manifest's `files` as JSON. Nearly all of a manifest's bytes and the same for every
-    pod, so the deployer makes it once per deployment; not kept with the output (the plan
-    memory holds outputs, and this is about twice the size of their files)."""
-    return json.dumps(output.manifest_files(), separators=(",", ":")).encode()
+def encoded_files(output: RenderOutput, from_base: bool = False) -> bytes:
+    """The manifest's `files` as JSON (`from_base`: edits of the runtime delta's base plan).
+    Nearly all of a manifest's bytes and the same for every pod, so the deployer makes it
+    once per deployment; not kept with the output (the plan memory holds outputs, and this
+    is about twice the size of their files)."""
+    files = output.based_manifest_files() if from_base else output.manifest_files()
+    return json.dumps(files, separators=(",", ":")).encode()
 
 
 def manifest(head: Mapping[str, Any], output: RenderOutput) -> dict[str, Any]:

@@ -22,13 +22,20 @@ stays and the render gate's verdict on the basis stands.
 from __future__ import annotations
 
 import copy
+import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from controller.render import libraries as lib
-from controller.render.model import RenderedFile, RenderInput, RenderOutput, RenderWarning
+from controller.render.model import (
+    RenderedFile,
+    RenderInput,
+    RenderOutput,
+    RenderWarning,
+    RuntimeDelta,
+)
 from controller.render.plan import PlanJSON, checksum, server_operations
 from controller.watch.store import same_objects
 
@@ -56,6 +63,7 @@ class RenderBasis:
     specs: Mapping[Key, tuple[lib.RouteBackend, ...]]  # Service -> its route backends
     slices: Mapping[Key, tuple[Mapping[str, Any], ...]]  # Service -> its EndpointSlices
     chunks: tuple[str, ...]  # haproxy.cfg: fixed text and server blocks, in order
+    sizes: tuple[int, ...]  # each chunk's length in bytes (UTF-8), for the apply's edits
     blocks: Mapping[str, int]  # backend name -> index of its server block in chunks
     ref_warnings: Mapping[lib.ServiceRef, tuple[RenderWarning, ...]]  # render order
     warnings_span: tuple[int, int]  # where the Service ports' warnings sit in output.warnings
@@ -173,6 +181,7 @@ def basis_of(
         specs={k: tuple(v) for k, v in by_service.items()},
         slices={k: tuple(v) for k, v in slices.items()},
         chunks=cut[0],
+        sizes=tuple(len(chunk.encode()) for chunk in cut[0]),
         blocks=cut[1],
         ref_warnings=dict(ref_warnings),
         warnings_span=warnings_span,
@@ -382,8 +391,15 @@ def _step(
 ) -> Update:
     old = basis.output
     chunks = list(basis.chunks)
-    for name, servers in changed.items():
-        chunks[basis.blocks[name]] = server_block(servers)
+    sizes = list(basis.sizes)
+    starts = list(itertools.accumulate(sizes, initial=0))
+    edits: list[tuple[int, int, str]] = []
+    at = {basis.blocks[name]: name for name in changed}
+    for index in sorted(at):
+        block = server_block(changed[at[index]])
+        edits.append((starts[index], sizes[index], block))
+        chunks[index] = block
+        sizes[index] = len(block.encode())
     config = RenderedFile(CONFIG, "config", "".join(chunks).encode())
     files = tuple(config if f.path == CONFIG else f for f in old.files)
     plan = dict(old.plan)
@@ -402,12 +418,13 @@ def _step(
         plan_id=plan_json.plan_id(),
         checksum=checksum(files),
         warnings=warnings,
-        runtime_delta=(old.plan_id, tuple(operations)),
+        runtime_delta=RuntimeDelta(old.plan_id, tuple(operations), {CONFIG: tuple(edits)}),
     )
     next_basis = replace(
         next_basis,
         output=output,
         chunks=tuple(chunks),
+        sizes=tuple(sizes),
         plan_json=plan_json,
     )
     return Update(output, tuple(operations), next_basis, tuple(sorted(changed)))

@@ -131,6 +131,17 @@ class RenderedFile:
 
 
 @dataclass(frozen=True)
+class RuntimeDelta:
+    """From the output of plan `base_plan_id` to this one: the runtime operations that take
+    a worker there, and the byte-range edits (offset, length, new text) of each file that
+    changed (every other file is the base's, byte for byte)."""
+
+    base_plan_id: str
+    operations: tuple[dict[str, Any], ...]
+    edits: Mapping[str, tuple[tuple[int, int, str], ...]]
+
+
+@dataclass(frozen=True)
 class RenderOutput:
     """The complete file set plus the identities the deployer and agents agree on.
 
@@ -157,12 +168,10 @@ class RenderOutput:
     # (name, sha256 of the body) of every spec.httpResources body this render read: the
     # render gate's verdict on it accepts or refuses exactly those (controller.httpstore).
     http_digests: tuple[tuple[str, str], ...] = ()
-    # (plan ID, runtime operations from it to this output) when the incremental path made
-    # this output from that one (controller.render.incremental): the deployer sends these
-    # to a pod running that plan instead of diffing the whole plan. Not part of identity.
-    runtime_delta: tuple[str, tuple[dict[str, Any], ...]] | None = field(
-        default=None, compare=False, repr=False
-    )
+    # How the incremental path made this output from another (controller.render.incremental):
+    # the deployer sends a pod running that plan these operations and edits instead of
+    # diffing the whole plan and sending every byte. Not part of identity.
+    runtime_delta: RuntimeDelta | None = field(default=None, compare=False, repr=False)
 
     def file(self, path: str) -> RenderedFile:
         for f in self.files:
@@ -176,6 +185,22 @@ class RenderOutput:
 
     def paths(self) -> list[str]:
         return [f.path for f in self.files]
+
+    def based_manifest_files(self) -> list[dict[str, Any]]:
+        """The `files` list of a manifest for a pod that runs `runtime_delta.base_plan_id`:
+        no bytes, only each file's edits from the base (docs/contracts.md)."""
+        assert self.runtime_delta is not None
+        edits = self.runtime_delta.edits
+        return [
+            {
+                "path": f.path,
+                "kind": f.kind,
+                "sha256": f.sha256,
+                "size": f.size,
+                "base_edits": [list(e) for e in edits.get(f.path, ())],
+            }
+            for f in self.files
+        ]
 
     def manifest_files(self) -> list[dict[str, Any]]:
         """The `files` list of the agent apply manifest (docs/contracts.md), path order."""

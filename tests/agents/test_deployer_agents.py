@@ -31,7 +31,8 @@ import pytest
 from agents.haproxy_text import parse_show_info
 from agents.sockets import RuntimeAPI
 from controller.deploy.deployer import AgentPool, Deployer, HAProxyPod
-from controller.render import RenderInput, RenderOutput, render, runtime_operations
+from controller.render import RenderInput, RenderOutput, incremental, render, runtime_operations
+from controller.render.engine import render_with_basis
 from controller.term.plans import PlanMemory
 from devstack import stack
 from devstack.stack import wait_for
@@ -266,3 +267,79 @@ def socket_dir_of(agent: AgentProcess) -> Path:
 
 def cum_conns(runtime: RuntimeAPI) -> int:
     return int(parse_show_info(runtime.command("show info"))["CumConns"])
+
+
+class Endpoints:
+    """One Ingress and Service rendered in full once, then moved by the incremental path
+    (controller.render.incremental), as the leader does on an EndpointSlice change."""
+
+    def __init__(self, endpoints: list[str]) -> None:
+        config = stack.template_config(stack.Timings("4s", "3s", "500ms", "60s", "600s", "0s"))
+        config["metadata"] = {"name": "t", "namespace": NS, "uid": "uid-t"}
+        # Forty more Ingresses, so that haproxy.cfg is many times an apply's edits.
+        names = ["web", *(f"other-{i}" for i in range(40))]
+        services = [b.service(NS, name, [(None, 80, 8080)]) for name in names]
+        for service in services:
+            service["metadata"]["annotations"] = {"haproxy.org/check": "false"}
+        self.objects = {
+            "ingresses": tuple(
+                b.ingress(NS, name, [(f"{name}.example", [b.path("/", name)])]) for name in names
+            ),
+            "services": tuple(services),
+        }
+        self.config = config
+        self.output, self.basis = render_with_basis(self._input(endpoints, None))
+        assert self.basis is not None, "premise: the incremental path is on"
+
+    def _input(self, endpoints: list[str], previous: RenderOutput | None) -> RenderInput:
+        eps = [b.endpoint(ip) for ip in endpoints]
+        return RenderInput(
+            self.config,
+            **self.objects,
+            endpointslices=(b.endpointslice(NS, "web", eps, [(None, 8080)]),),
+            previous_plan=previous.plan if previous else None,
+        )
+
+    def move(self, endpoints: list[str]) -> RenderOutput:
+        assert self.basis is not None
+        step = incremental.update(self.basis, self._input(endpoints, self.output))
+        assert step is not None and step.output.runtime_delta is not None, "premise"
+        self.output, self.basis = step.output, step.basis
+        return step.output
+
+
+def test_an_endpoint_change_reaches_a_pod_as_edits_of_its_files(fleet: Fleet):
+    """Issue 19: a pod that runs the plan an incremental output was made from gets the
+    runtime operations and the edits of its haproxy.cfg, not every file's bytes; its agent
+    makes the very files of the new plan from its own (checked with verify=1).
+
+    Before the change every endpoint change sent the whole file set (base64) to every pod."""
+    agent = fleet.agents[0]
+    change = Endpoints(["10.45.0.1", "10.45.0.2"])
+    assert set(fleet.deploy(change.output).values()) == {"reload"}
+    moved = change.move(["10.45.0.1", "10.45.0.3"])
+    sent_before = len(fleet.taps[0].sent)
+    assert fleet.deploy(moved) == {"haproxy-0": "runtime"}
+    sent = len(fleet.taps[0].sent) - sent_before
+    assert len(moved.config) > 20_000, "premise: a configuration of some size"
+    assert sent < 4096, f"{sent} bytes sent for one endpoint change"
+    state = fleet.pool.client(fleet.pods[0]).state(verify=True)
+    assert state.applied_plan_id == moved.plan_id
+    assert state.verification and state.verification["files_ok"], state.verification
+    assert (agent.data_dir / "config" / "haproxy.cfg").read_bytes() == moved.config
+
+
+def test_a_pod_whose_files_changed_behind_its_agent_gets_the_whole_files(fleet: Fleet):
+    """The agent proves the base of the edits against its applied record: a haproxy.cfg
+    edited on disk is no base (409 base_unavailable), and the deployer sends the same apply
+    with every file's bytes, which puts the plan's bytes back."""
+    agent = fleet.agents[0]
+    change = Endpoints(["10.46.0.1"])
+    assert set(fleet.deploy(change.output).values()) == {"reload"}
+    on_disk = agent.data_dir / "config" / "haproxy.cfg"
+    on_disk.write_bytes(on_disk.read_bytes() + b"# edited behind the agent\n")
+    moved = change.move(["10.46.0.2"])
+    requests_before = len(fleet.taps[0].requests())
+    assert fleet.deploy(moved) == {"haproxy-0": "runtime"}
+    assert fleet.taps[0].requests()[requests_before:] == ["POST /v1/apply", "POST /v1/apply"]
+    assert on_disk.read_bytes() == moved.config

@@ -46,9 +46,9 @@ def test_the_encoded_manifest_reads_as_the_manifest(
 def test_one_deployment_encodes_the_files_once_for_every_pod(monkeypatch: Any) -> None:
     made: list[int] = []
 
-    def counted(output: Any) -> bytes:
+    def counted(output: Any, from_base: bool = False) -> bytes:
         made.append(1)
-        return encoded_files(output)
+        return encoded_files(output, from_base)
 
     monkeypatch.setattr(deployer, "encoded_files", counted)
     one = deployer._Deployment(OUTPUT, "a", 1, 7, {})
