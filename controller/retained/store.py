@@ -68,6 +68,10 @@ class ClaimResult:
     legacy_copy_pending: bool = False
 
 
+def _retained_state(lease: dict[str, Any]) -> RetainedState:
+    return retained_state_from_annotations((lease.get("metadata") or {}).get("annotations") or {})
+
+
 class RetainedStateStore:
     def __init__(
         self,
@@ -84,6 +88,11 @@ class RetainedStateStore:
         self.leader_namespace = leader_namespace or template.namespace
         self.name = retained_lease_name(template.name)
         self.timeout = timeout
+        # The retained-state Lease as this store last read or wrote it. An intent record
+        # writes on it without reading first: the write is a compare-and-swap on its
+        # resourceVersion, so a Lease anyone wrote since answers 409 and is read again
+        # (docs/design/retained-checkpoints.md, "Deployment intent").
+        self._retained: dict[str, Any] | None = None
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -125,8 +134,8 @@ class RetainedStateStore:
                     raise
                 lease = self._read(self.name, self.template.namespace)
                 assert lease is not None
-        annotations = (lease.get("metadata") or {}).get("annotations") or {}
-        return retained_state_from_annotations(annotations), lease
+        self._retained = lease
+        return _retained_state(lease), lease
 
     def read_intent(self) -> DeploymentIntent | None:
         """For recovery and the drain check: read the intent before the leader Lease.
@@ -155,9 +164,14 @@ class RetainedStateStore:
             annotations[INTENT_ANNOTATION] = intent_annotation(state.intent, _now())
         metadata["annotations"] = annotations
         body["metadata"] = metadata
-        self._api.replace_namespaced_lease(
-            self.name, self.template.namespace, body, _request_timeout=self.timeout
-        )
+        try:
+            written = self._api.replace_namespaced_lease(
+                self.name, self.template.namespace, body, _request_timeout=self.timeout
+            )
+        except ApiException:
+            self._retained = None
+            raise
+        self._retained = self._serialize(written)
 
     def claim(self, term: Term) -> ClaimResult:
         """Claim the writer identity for `term`, preserving the last intent; Reclaim when the
@@ -246,12 +260,17 @@ class RetainedStateStore:
     ) -> DeploymentIntent:
         """Record the deployment intent before the first apply of an output, or refuse;
         `only_if_named`: only while the stored intent already names this output (recovery)."""
+        known = None if only_if_named else self._retained
         for _ in range(CAS_ATTEMPTS):
             leader_before, _ = self.read_leader()
-            stored, lease = self.read_retained()
+            from_copy = known is not None
+            stored, lease = (_retained_state(known), known) if known else self.read_retained()
+            known = None
             decision = decide_record(
                 stored, term, plan_id, checksum, self.template.uid, leader_before, only_if_named
             )
+            if from_copy and (isinstance(decision, Refusal) or decision == stored):
+                continue  # decided on the copy alone: read the Lease itself
             if isinstance(decision, Refusal):
                 raise IntentRefused(decision.reason)
             if decision != stored:

@@ -215,3 +215,69 @@ def test_the_first_claim_adopts_the_mirrored_intent_as_a_floor_once(env) -> None
     leases.replace_namespaced_lease(store.name, NS, lease)
     set_leader(leases, leader, "ctl-b-0", 9)
     assert store.claim(Term("ctl-b-0", 9)).state.intent.plan_id == "plan-q"
+
+
+def _count_reads(store: RetainedStateStore) -> list[str]:
+    """The names of the Leases the store reads, in order (the real call still runs)."""
+    reads: list[str] = []
+    real = store._api.read_namespaced_lease
+
+    def counted(name: str, namespace: str, **kwargs):
+        reads.append(name)
+        return real(name, namespace, **kwargs)
+
+    store._api.read_namespaced_lease = counted  # type: ignore[method-assign]
+    return reads
+
+
+def test_an_intent_record_writes_on_the_lease_the_store_last_wrote_without_reading_it(env):
+    """Issue 19: each endpoint change records an intent; after the term's own claim or
+    record, the next record is a compare-and-swap on the Lease as it was written, so it
+    reads only the leader Lease (before and after), not the retained-state Lease.
+
+    Failed before: every record read the retained-state Lease first."""
+    _, leases, leader, store = env
+    a = Term("replica-a", 1)
+    set_leader(leases, leader, "replica-a", 1)
+    store.claim(a)
+    reads = _count_reads(store)
+    for n in range(3):
+        assert store.record_intent(a, f"plan-{n}", f"sha256:{n}").plan_id == f"plan-{n}"
+    assert reads == [leader, leader] * 3
+    stored = json.loads(
+        leases.read_namespaced_lease(store.name, NS).metadata.annotations[INTENT_ANNOTATION]
+    )
+    assert stored["planID"] == "plan-2"
+
+
+def test_a_lease_written_by_someone_else_since_is_read_again_never_overwritten(env):
+    """The copy the store keeps is only ever a compare-and-swap's base: a write by another
+    party since (here an annotation another writer added, and then a successor's claim)
+    makes that write fail with 409; the record reads the Lease again and decides on it, so
+    the other write stays and a claim by another term refuses the record."""
+    _, leases, leader, store = env
+    a = Term("replica-a", 1)
+    set_leader(leases, leader, "replica-a", 1)
+    store.claim(a)
+    store.record_intent(a, "plan-1", "sha256:1")
+    lease = leases.read_namespaced_lease(store.name, NS)
+    lease.metadata.annotations["example.test/other-writer"] = "kept"
+    leases.replace_namespaced_lease(store.name, NS, lease)
+    reads = _count_reads(store)
+    store.record_intent(a, "plan-2", "sha256:2")
+    assert store.name in reads  # the 409 made it read the Lease again
+    after = leases.read_namespaced_lease(store.name, NS).metadata.annotations
+    assert after["example.test/other-writer"] == "kept"
+    assert json.loads(after[INTENT_ANNOTATION])["planID"] == "plan-2"
+
+    # A successor claims with another store (its own process); a's copy is now stale.
+    b = Term("replica-b", 2)
+    set_leader(leases, leader, "replica-b", 2)
+    RetainedStateStore(store._api.api_client, store.template, leader).claim(b)
+    set_leader(leases, leader, "replica-a", 1)  # even a Lease naming a again: the claim wins
+    with pytest.raises(IntentRefused, match="claimed by another term"):
+        store.record_intent(a, "plan-3", "sha256:3")
+    final = json.loads(
+        leases.read_namespaced_lease(store.name, NS).metadata.annotations[INTENT_ANNOTATION]
+    )
+    assert final["planID"] == "plan-2"
