@@ -35,6 +35,7 @@ from bench.harness import summarize
 from devstack import stack
 from devstack.stack import wait_for
 from tests.e2e.harness import System, start_system
+from tests.render.builders import scale_address
 
 INGRESSES = 800
 WRITES = int(os.environ.get("BENCH_ROLLOUT_WRITES", "1000"))
@@ -53,7 +54,7 @@ def rollout_endpoints(write: int, marker_ip: str) -> list[dict[str, Any]]:
     eps = [{"addresses": [marker_ip], "conditions": {"ready": True}}]
     for k in range(NOT_READY):
         n = write * NOT_READY + k
-        address = f"10.254.{(n >> 8) & 255}.{n & 255}"
+        address = scale_address(n % (1 << 16))
         eps.append({"addresses": [address], "conditions": {"ready": False}})
     return eps
 

@@ -183,6 +183,14 @@ def bench_annotations(i: int) -> dict[str, str]:
     }
 
 
+def scale_address(n: int) -> str:
+    """The n-th endpoint address of the scale set: in 127.255.0.0/16, on this machine and
+    never a local-node pod IP (localcluster/node/ipam.py stops at 127.254), so the health
+    checks of HAProxy pods serving the set are refused at once and never leave the host."""
+    assert 0 <= n < 1 << 16
+    return f"127.255.{n >> 8}.{n & 255}"
+
+
 def scale_set(
     n: int, endpoints_per_service: int = 3, annotated: bool = False
 ) -> dict[str, list[dict]]:
@@ -208,7 +216,7 @@ def scale_set(
             ingresses[-1]["metadata"]["annotations"] = bench_annotations(i)
         services.append(service(ns, name, [("http", 80, 8080)]))
         eps = [
-            endpoint(f"10.{(i >> 8) & 255}.{i & 255}.{k + 1}", ready=k % 4 != 3)
+            endpoint(scale_address(i * endpoints_per_service + k), ready=k % 4 != 3)
             for k in range(endpoints_per_service)
         ]
         slices.append(endpointslice(ns, name, eps, [("http", 8080)]))
