@@ -9,6 +9,13 @@ And through the controller's own `Deployer` and `AgentPool` (issue 19): an endpo
 rendered by `controller.render`, applied at runtime to one pod (the per-pod round trip over
 the pool's kept connection) and to three pods at once (the fleet apply, pods in parallel),
 with the 1-minute load average before and after.
+
+And the leader's path of an endpoint change at 800 Ingresses (issue 19), in one process on a
+quiet stack: the incremental render (`controller.render.incremental.update`) and the
+`Deployer` to 3 real agents, once as the leader sends it (a pod on the basis plan gets the
+edits of its files, `base_edits`) and once with every file's bytes (what it sent before),
+alternating change by change so both see the same machine: the leader's time (wall and
+CPU of the update and the deploy), the bytes sent per pod, and the agents' own time.
 """
 
 from __future__ import annotations
@@ -41,7 +48,8 @@ FLEET_SAMPLES = 60  # at most 256 (the samples' addresses)
 
 def run() -> list[dict]:
     load_before = os.getloadavg()[0]
-    metrics = measure_deployer()
+    metrics = measure_endpoint_change_at_scale()
+    metrics += measure_deployer()
     metrics += measure(fsync=False)
     # The same with --fsync, for the record: what durability against a node crash costs.
     for metric in measure(fsync=True, reload_samples=5, state_samples=5):
@@ -246,3 +254,144 @@ def measure_deployer(pods: int = FLEET_PODS, samples: int = FLEET_SAMPLES) -> li
             "meets_target": True,
         },
     ]
+
+
+SCALE_INGRESSES = int(os.environ.get("BENCH_AGENT_SCALE_INGRESSES", "800"))
+SCALE_SAMPLES = int(os.environ.get("BENCH_AGENT_SCALE_SAMPLES", "30"))
+
+
+def measure_endpoint_change_at_scale(
+    ingresses: int = SCALE_INGRESSES, pods: int = FLEET_PODS, samples: int = SCALE_SAMPLES
+) -> list[dict]:
+    """An endpoint change at `ingresses` Ingresses from the incremental render to every pod's
+    acknowledgement: with edits of the pods' files (`edits`) and with the whole files
+    (`whole`, the deployer's decision turned into `diff.whole`), alternating."""
+    from controller.deploy import deployer as deployer_module
+    from controller.deploy.deployer import AgentPool, Deployer, HAProxyPod
+    from controller.deploy.diff import decide_pod, whole
+    from controller.term.plans import PlanMemory
+    from tests.agents.helpers import TOKEN
+    from tests.retained.test_drain import start_agents
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    agents = start_agents(workdir, pods, ["--min-reload-interval", "0"])
+    pool = AgentPool(port=agents[0].port, token=lambda: TOKEN)
+    deployer = Deployer(pool)
+    plans = PlanMemory()
+    fleet = [HAProxyPod(f"haproxy-{i}", f"uid-{i}", a.ip) for i, a in enumerate(agents)]
+    scale = _ScaleEndpoints(ingresses)
+    results: dict[str, dict[str, list[float]]] = {
+        way: {"wall": [], "cpu": [], "update": [], "agent": [], "bytes": []}
+        for way in ("edits", "whole")
+    }
+    load_before = os.getloadavg()[0]
+    try:
+        plans.remember(scale.output)
+        first = deployer.deploy(scale.output, fleet, "bench", 1, plans.plans())
+        assert {o.action for o in first} == {"reload"}, [o.summary for o in first]
+        for i in range(samples * 2):
+            way = ("edits", "whole")[i % 2]
+            # whole: the deployer's own decision, with every file's bytes (before issue 19).
+            deployer_module.decide_pod = decide_pod if way == "edits" else _whole(decide_pod, whole)
+            out = results[way]
+            started, cpu = time.perf_counter(), time.process_time()
+            output = scale.move(i)
+            out["update"].append((time.perf_counter() - started) * 1000)
+            plans.remember(output)
+            outcomes = deployer.deploy(output, fleet, "bench", 1, plans.plans())
+            out["wall"].append((time.perf_counter() - started) * 1000)
+            out["cpu"].append((time.process_time() - cpu) * 1000)
+            assert {o.action for o in outcomes} == {"runtime"}, [o.summary for o in outcomes]
+            out["agent"] += [o.state.last_apply["duration_ms"] for o in outcomes if o.state]
+            out["bytes"].append(
+                len(
+                    deployer_module._Deployment(output, "b", 1, 1, {}).body(
+                        decide_pod(scale.previous_plan_id, None, None, output, {})
+                        if way == "edits"
+                        else whole(decide_pod(scale.previous_plan_id, None, None, output, {}))
+                    )
+                )
+            )
+    finally:
+        deployer_module.decide_pod = decide_pod
+        deployer.close()
+        pool.close()
+        for agent in agents:
+            agent.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    load = {
+        "loadavg_1m_before": round(load_before, 2),
+        "loadavg_1m_after": round(os.getloadavg()[0], 2),
+        "ingresses": ingresses,
+        "haproxy_pods": pods,
+        "config_bytes": len(scale.output.config),
+    }
+    metrics = []
+    for way, out in results.items():
+        metrics.append(
+            {
+                "metric": f"endpoint_change_{ingresses}_ingresses_update_and_deploy_{way}",
+                **summarize(out["wall"]),
+                "leader_cpu_median_ms": summarize(out["cpu"])["median_ms"],
+                "incremental_update_median_ms": summarize(out["update"])["median_ms"],
+                "agent_side_median_ms": summarize(out["agent"])["median_ms"],
+                "agent_side_p95_ms": summarize(out["agent"])["p95_ms"],
+                "manifest_bytes_per_pod": int(summarize(out["bytes"])["median_ms"]),
+                **load,
+                "target": "recorded (issue 19: edits of the pods' files against whole files)",
+                "meets_target": True,
+            }
+        )
+    return metrics
+
+
+def _whole(decide, whole):  # type: ignore[no-untyped-def]
+    def decided(*args: Any) -> Any:
+        decision = decide(*args)
+        return whole(decision) if getattr(decision, "from_base", False) else decision
+
+    return decided
+
+
+class _ScaleEndpoints:
+    """The bench scale set rendered in full once, then one Service's endpoints moved by the
+    incremental path per change, as in the leader."""
+
+    def __init__(self, ingresses: int) -> None:
+        from controller.render import RenderInput
+        from controller.render.engine import render_with_basis
+        from devstack import stack
+        from tests.render.builders import scale_set
+
+        self._input_type = RenderInput
+        config = stack.template_config(stack.Timings())
+        config["metadata"] = {"name": "bench", "namespace": "haptic", "uid": "uid-bench"}
+        objects = scale_set(ingresses)
+        self.config = config
+        self.objects = {k: tuple(v) for k, v in objects.items()}
+        self.output, self.basis = render_with_basis(self._input(self.objects, None))
+        assert self.basis is not None, "premise: the incremental path is on"
+        self.previous_plan_id = self.output.plan_id
+
+    def _input(self, objects: dict, previous: Any) -> Any:
+        return self._input_type(
+            self.config, **objects, previous_plan=previous.plan if previous else None
+        )
+
+    def move(self, i: int) -> Any:
+        """Change `i`: the first Service's second endpoint moves to a new address."""
+        from controller.render import incremental
+        from tests.render.builders import endpoint, scale_address
+
+        slices = list(self.objects["endpointslices"])
+        moved = dict(slices[0])
+        eps = list(moved["endpoints"])
+        eps[1] = endpoint(scale_address(60_000 + i % 5_000))
+        moved["endpoints"] = eps
+        slices[0] = moved
+        self.objects = {**self.objects, "endpointslices": tuple(slices)}
+        step = incremental.update(self.basis, self._input(self.objects, self.output))
+        assert step is not None and step.output.runtime_delta is not None, "premise"
+        self.previous_plan_id = self.output.plan_id
+        self.output, self.basis = step.output, step.basis
+        return step.output
