@@ -30,6 +30,7 @@ from agents.decide import (
     server_problems,
 )
 from agents.filetree import (
+    DigestCache,
     Journal,
     TreeError,
     check_inside,
@@ -130,6 +131,7 @@ class Agent:
         self.lkg_dir = settings.data_dir / "lkg"
         self.staging_root = settings.data_dir / "staging"
         self.runtime_id = uuid.uuid4().hex
+        self.digests = DigestCache()  # the apply path's; verify=1 re-hashes every byte
         self.state = DurableState()
         self.worker: dict[str, Any] | None = None
         self.haproxy_version = ""
@@ -472,7 +474,7 @@ class Agent:
         root = self.layout.config_root
         durable = self.settings.durable
         new = m.file_map()
-        disk = hash_tree(root)
+        disk = hash_tree(root, self.digests)
         write = sorted(p for p, f in new.items() if p not in disk or disk[p].sha256 != f.sha256)
         remove = sorted(p for p in disk if p not in new)
         staging = None

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,8 +69,30 @@ class DiskFile:
     size: int
 
 
-def hash_tree(root: Path) -> dict[str, DiskFile]:
-    """Every entry under `root` (hidden temp files excluded), without following symlinks."""
+class DigestCache:
+    """Digests of the files an apply hashed, by what any change to a file changes on disk:
+    device, inode, size, and modification and change times in nanoseconds (the agent writes
+    by rename, a new inode; an edit in place moves mtime and ctime, and ctime cannot be set
+    back from user space). The apply path hashes only what changed since (issue 19); a
+    verified read (`GET /v1/state?verify=1`) re-hashes every byte, without it."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[tuple[int, ...], DiskFile]] = {}
+
+    def digest(self, rel: str, path: Path, st: os.stat_result) -> DiskFile:
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        known = self._known.get(rel)
+        if known is not None and known[0] == key:
+            return known[1]
+        data = path.read_bytes()
+        found = DiskFile(hashlib.sha256(data).hexdigest(), len(data))
+        self._known[rel] = (key, found)
+        return found
+
+
+def hash_tree(root: Path, cache: DigestCache | None = None) -> dict[str, DiskFile]:
+    """Every entry under `root` (hidden temp files excluded), without following symlinks;
+    with `cache`, a file unchanged on disk since it was last hashed is not read again."""
     found: dict[str, DiskFile] = {}
     if not root.is_dir():
         return found
@@ -83,11 +106,14 @@ def hash_tree(root: Path) -> dict[str, DiskFile]:
                 continue
             path = base / name
             rel = str(path.relative_to(root))
-            if path.is_symlink() or not path.is_file():
-                found[rel] = DiskFile(None, 0)
-                continue
-            data = path.read_bytes()
-            found[rel] = DiskFile(hashlib.sha256(data).hexdigest(), len(data))
+            st = path.lstat()
+            if not stat.S_ISREG(st.st_mode):
+                found[rel] = DiskFile(None, 0)  # symlink, device...
+            elif cache is not None:
+                found[rel] = cache.digest(rel, path, st)
+            else:
+                data = path.read_bytes()
+                found[rel] = DiskFile(hashlib.sha256(data).hexdigest(), len(data))
     return found
 
 

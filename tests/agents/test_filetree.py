@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agents.filetree import (
+    DigestCache,
     Journal,
     TreeError,
     check_inside,
@@ -16,6 +17,7 @@ from agents.filetree import (
     hash_tree,
     stage,
     update_store,
+    write_atomic,
 )
 from agents.manifest import FileEntry, sha256_hex
 
@@ -75,3 +77,26 @@ def test_symlinks_and_escapes_are_refused(tmp_path: Path):
     assert err.value.reason == "symlink_refused"
     assert check_inside(root, "general/x") == root / "general" / "x"
     assert hash_tree(root)["maps"].sha256 is None  # reported, not followed
+
+
+def test_the_digest_cache_hashes_again_whatever_changed_on_disk(tmp_path: Path) -> None:
+    """The apply path's digest cache (issue 19) answers from memory only for a file whose
+    inode, size and times are those it hashed: an edit in place of the same size, a file
+    replaced by rename and a new file are all hashed again."""
+    cache = DigestCache()
+    (tmp_path / "maps").mkdir()
+    cfg, host_map = tmp_path / "haproxy.cfg", tmp_path / "maps" / "hosts.map"
+    cfg.write_bytes(b"global\n")
+    host_map.write_bytes(b"a.example be_a\n")
+    first = hash_tree(tmp_path, cache)
+    again = hash_tree(tmp_path, cache)
+    assert again == first == hash_tree(tmp_path)
+    assert again["haproxy.cfg"] is first["haproxy.cfg"]  # answered from the cache
+    with open(host_map, "r+b") as fh:  # in place, same size
+        fh.write(b"b")
+    edited = hash_tree(tmp_path, cache)
+    assert edited["maps/hosts.map"] != first["maps/hosts.map"]
+    assert edited == hash_tree(tmp_path)
+    write_atomic(cfg, b"global!\n", durable=False)  # a new inode
+    (tmp_path / "maps" / "new.map").write_bytes(b"")
+    assert hash_tree(tmp_path, cache) == hash_tree(tmp_path)
