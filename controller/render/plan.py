@@ -195,8 +195,8 @@ def plan_id(plan: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(plan).encode()).hexdigest()
 
 
-def _member(key: str, value: Any) -> str:
-    return f"{canonical_json(key)}:{canonical_json(value)}"
+def _member(key: str, value: Any) -> bytes:
+    return f"{canonical_json(key)}:{canonical_json(value)}".encode()
 
 
 @dataclass(frozen=True)
@@ -204,11 +204,13 @@ class PlanJSON:
     """The canonical JSON of a plan kept in pieces: one per backend, one per other top-level
     key. Serialising 50,000 server slots costs more than the rest of an endpoint change, so
     the incremental path (controller.render.incremental) re-serialises only the backends and
-    keys it changed; `text()` is byte for byte `canonical_json(plan)`."""
+    keys it changed; `text()` is byte for byte `canonical_json(plan)`. The pieces are kept
+    encoded (canonical JSON is ASCII): the plan ID of an update then hashes them without
+    encoding a megabyte of text again (issue 19)."""
 
-    members: tuple[str, ...]  # `"name":{servers}` per backend, in name order
+    members: tuple[bytes, ...]  # `"name":{servers}` per backend, in name order
     index: Mapping[str, int]  # backend name -> its position in members
-    others: Mapping[str, str]  # top-level key other than "backends" -> JSON of its value
+    others: Mapping[str, bytes]  # top-level key other than "backends" -> JSON of its value
 
     @classmethod
     def of(cls, plan: Mapping[str, Any]) -> PlanJSON:
@@ -216,7 +218,11 @@ class PlanJSON:
         return cls(
             tuple(_member(name, plan["backends"][name]) for name in names),
             {name: i for i, name in enumerate(names)},
-            {key: canonical_json(value) for key, value in plan.items() if key != "backends"},
+            {
+                key: canonical_json(value).encode()
+                for key, value in plan.items()
+                if key != "backends"
+            },
         )
 
     def replaced(
@@ -229,29 +235,30 @@ class PlanJSON:
             members[self.index[name]] = _member(name, plan["backends"][name])
         others = dict(self.others)
         for key in keys:
-            others[key] = canonical_json(plan[key])
+            others[key] = canonical_json(plan[key]).encode()
         return PlanJSON(tuple(members), self.index, others)
 
-    def _pieces(self) -> list[str]:
+    def _pieces(self) -> list[bytes]:
         parts = {**self.others, "backends": None}
-        pieces = ["{"]
+        pieces = [b"{"]
         for i, key in enumerate(sorted(parts)):
-            pieces.append(("," if i else "") + canonical_json(key) + ":")
+            pieces.append(("," if i else "").encode() + canonical_json(key).encode() + b":")
             if key == "backends":
-                pieces += ["{", ",".join(self.members), "}"]
+                pieces += [b"{", b",".join(self.members), b"}"]
             else:
-                pieces.append(parts[key])
-        pieces.append("}")
+                value = parts[key]
+                assert value is not None
+                pieces.append(value)
+        pieces.append(b"}")
         return pieces
 
     def text(self) -> str:
-        return "".join(self._pieces())
+        return b"".join(self._pieces()).decode()
 
     def plan_id(self) -> str:
-        # Hashed piece by piece: the text of 50,000 slots is megabytes, copied once here.
         h = hashlib.sha256()
         for piece in self._pieces():
-            h.update(piece.encode())
+            h.update(piece)
         return h.hexdigest()
 
 
