@@ -10,7 +10,7 @@ remaining checkpoint references.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,9 +89,15 @@ class CheckpointPublisher:
         return f"{TEMPLATE_UID_LABEL}={self.template.uid}"
 
     def publish(
-        self, files: Sequence[RenderedFile], receipt: PodReceipt, acknowledged_at: str
+        self,
+        files: Sequence[RenderedFile],
+        receipt: PodReceipt,
+        acknowledged_at: str,
+        plan_id: str | None = None,
     ) -> PublicationResult:
-        objects = encode_checkpoint(self.template, files, receipt, acknowledged_at)
+        """Checkpoint `files` (whose plan ID the render computed as `plan_id`, when given:
+        then neither the encoding nor the read-back parses them again)."""
+        objects = encode_checkpoint(self.template, files, receipt, acknowledged_at, plan_id)
         ordinary = self.objects.get(CFG_PLURAL, self.published_name)
         if ordinary is None:
             raise PublicationFailed(f"ordinary HAProxyCfg {self.published_name} does not exist")
@@ -105,7 +111,8 @@ class CheckpointPublisher:
         pointer = CheckpointPointer(
             objects.name, existing["metadata"]["uid"], existing["spec"]["checksum"]
         )
-        verification = self._verify(pointer)
+        spec = objects.config["spec"]
+        verification = self._verify(pointer, {spec["checksum"]: spec["planID"]})
         if not reused:
             self._promote(pointer)
         deleted_cps, deleted_children = self._collect_garbage(verification)
@@ -173,7 +180,7 @@ class CheckpointPublisher:
 
     # -- verify by reading back, one list per kind ---------------------------------------
 
-    def _verify(self, pointer: CheckpointPointer) -> dict[str, Any]:
+    def _verify(self, pointer: CheckpointPointer, known: Mapping[str, str]) -> dict[str, Any]:
         children: dict[tuple[str, str], dict[str, Any]] = {}
         child_records: list[ChildRecord] = []
         for kind, plural in KIND_PLURALS.items():
@@ -193,7 +200,7 @@ class CheckpointPublisher:
             )
         }
         decoded = decode_checkpoint(
-            self.template, pointer, checkpoints.get(pointer.name), children, secrets
+            self.template, pointer, checkpoints.get(pointer.name), children, secrets, known
         )
         if decoded.snapshot.integrity_error:
             raise PublicationFailed(f"read-back failed: {decoded.snapshot.integrity_error}")

@@ -86,23 +86,32 @@ class Objects:
         name: str,
         change: Callable[[dict[str, Any]], dict[str, Any] | None],
         attempts: int = 5,
-    ) -> bool:
+        known: dict[str, Any] | None = None,
+    ) -> dict[str, Any] | None:
         """Read, change and replace an object's status, again on 409 (another writer won).
 
         `change(obj)` returns the status to write, or None when there is nothing to write.
-        False when the object does not exist; StatusRaceLost when every attempt lost.
+        Returns the object as it now stands (the write's answer, or the object read when
+        there was nothing to write); None when it does not exist; StatusRaceLost when every
+        attempt lost. `known`: the object as the caller last had it (a previous answer of
+        this call); the first attempt writes on it without reading. It is a compare-and-swap
+        on its resourceVersion, so a stale copy answers 409 and is read again, and a "nothing
+        to write" decided on the copy alone is checked against a read.
         """
+        copy = known
         for _ in range(attempts):
-            obj = self.get(plural, name)
+            from_copy = copy is not None
+            obj = copy if copy is not None else self.get(plural, name)
+            copy = None
             if obj is None:
-                return False
+                return None
             status = change(obj)
             if status is None:
-                return True
-            obj["status"] = status
+                if from_copy:
+                    continue
+                return obj
             try:
-                self.replace_status(plural, obj)
-                return True
+                return self.replace_status(plural, {**obj, "status": status})
             except ApiException as exc:
                 if exc.status != 409:
                     raise

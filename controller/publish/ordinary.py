@@ -238,12 +238,17 @@ class OrdinaryPublisher:
         return receipts_from_status(self.objects.get(CFG_PLURAL, self.name))
 
     def publish_receipts(
-        self, entries: Mapping[str, Mapping[str, Any]], present_pods: Iterable[str] | None = None
-    ) -> None:
+        self,
+        entries: Mapping[str, Mapping[str, Any]],
+        present_pods: Iterable[str] | None = None,
+        known: dict[str, Any] | None = None,
+    ) -> dict[str, Any] | None:
         """Merge per-pod entries into status.deployedToPods (each pod's entry its own).
 
         `present_pods`, when given, drops entries of pods that left the fleet (discovery
-        cleanup); checkpoint receipts are untouched by this.
+        cleanup); checkpoint receipts are untouched by this. Returns the HAProxyCfg as
+        written, which the next round of a publication passes as `known` (Objects.
+        update_status: no read before the write).
         """
         present = set(present_pods) if present_pods is not None else None
 
@@ -259,4 +264,4 @@ class OrdinaryPublisher:
             status["deployedToPods"] = receipts
             return status
 
-        self.objects.update_status(CFG_PLURAL, self.name, merged)
+        return self.objects.update_status(CFG_PLURAL, self.name, merged, known=known)

@@ -91,14 +91,17 @@ def encode_checkpoint(
     files: Sequence[RenderedFile],
     receipt: PodReceipt,
     acknowledged_at: str,
+    known_plan_id: str | None = None,
 ) -> CheckpointObjects:
     """Objects for a checkpoint of `files` acknowledged by `receipt`.
 
     Children and Secrets carry no uid yet; the publisher writes them, then fills the uids
     into the HAProxyCfg's references with `with_child_uids` before writing it.
+    `known_plan_id`: the plan ID of these files as the render computed it (the publisher's
+    output), so they are not parsed again; recovery recomputes it from the bytes it reads.
     """
     content_checksum = checksum(files)
-    planned = plan_id(build_plan(list(files)))
+    planned = known_plan_id or plan_id(build_plan(list(files)))
     ordered = sorted(files, key=lambda f: f.path)
     refs: dict[str, list[dict[str, Any]]] = {v.ref_list: [] for v in CHILD_KINDS.values()}
     refs["certificates"] = []
@@ -279,14 +282,18 @@ def decode_checkpoint(
     config: Mapping[str, Any] | None,
     children: Mapping[tuple[str, str], Mapping[str, Any]],
     secrets: Mapping[str, Mapping[str, Any]],
+    known_plan_ids: Mapping[str, str] | None = None,
 ) -> DecodedCheckpoint:
     """Verify a checkpoint and rebuild its complete output, or report why not.
 
     `children` maps (kind, name) to the objects of one list per child kind; `secrets` maps
     name to Secret objects read with their bytes (checksum annotations are never trusted).
+    `known_plan_ids` (content checksum -> plan ID): the publisher's read-back of bytes it
+    rendered itself; bytes with that checksum are those bytes, so their plan is not parsed
+    again. Recovery passes none: every plan ID is computed from the bytes read.
     """
     try:
-        return _decode(template, pointer, config, children, secrets)
+        return _decode(template, pointer, config, children, secrets, known_plan_ids or {})
     except IntegrityError as exc:
         why = str(exc)
     except (KeyError, TypeError, ValueError, OSError, EOFError) as exc:
@@ -307,6 +314,7 @@ def _decode(
     config: Mapping[str, Any] | None,
     children: Mapping[tuple[str, str], Mapping[str, Any]],
     secrets: Mapping[str, Mapping[str, Any]],
+    known_plan_ids: Mapping[str, str],
 ) -> DecodedCheckpoint:
     spec = _checked_config(template, pointer, config)
     main = _spec_content(spec)
@@ -320,7 +328,9 @@ def _decode(
     for ref in aux.get("certificates") or ():
         _add_file(files, _certificate_file(template, ref, secrets))
     retained_spec = spec.get("retainedPlan") or {}
-    ordered, computed_plan_id = _checked_against_retained_plan(spec, retained_spec, files)
+    ordered, computed_plan_id = _checked_against_retained_plan(
+        spec, retained_spec, files, known_plan_ids
+    )
     receipt = PodReceipt.from_status(retained_spec.get("workerReceipt") or {})
     _require(receipt is not None, "checkpoint has no complete worker receipt")
     assert receipt is not None
@@ -450,7 +460,10 @@ def _certificate_file(
 
 
 def _checked_against_retained_plan(
-    spec: Mapping[str, Any], retained_spec: Mapping[str, Any], files: dict[str, RenderedFile]
+    spec: Mapping[str, Any],
+    retained_spec: Mapping[str, Any],
+    files: dict[str, RenderedFile],
+    known_plan_ids: Mapping[str, str],
 ) -> tuple[tuple[RenderedFile, ...], str]:
     """The files in path order and their plan id, once they are exactly the retained plan's
     file list and the checkpoint's checksum and plan identity."""
@@ -470,8 +483,9 @@ def _checked_against_retained_plan(
             f"{path}: content digest mismatch with the retained plan",
         )
     ordered = tuple(files[p] for p in sorted(files))
-    _require(checksum(ordered) == spec["checksum"], "content checksum mismatch")
-    computed_plan_id = plan_id(build_plan(list(ordered)))
+    computed_checksum = checksum(ordered)
+    _require(computed_checksum == spec["checksum"], "content checksum mismatch")
+    computed_plan_id = known_plan_ids.get(computed_checksum) or plan_id(build_plan(list(ordered)))
     _require(
         computed_plan_id == spec.get("planID") == retained.get("planID"), "plan identity mismatch"
     )

@@ -119,11 +119,13 @@ class Publisher:
         status = state.take_status()
         present = [p.name for p in self.ctx.targets()]
         written = 0
+        cfg = None  # each round writes on the object the last one wrote (no read first)
         try:
             for written in range(max((len(q) for q in status.values()), default=1)):
-                self.ordinary.publish_receipts(
+                cfg = self.ordinary.publish_receipts(
                     {pod: q[written] for pod, q in status.items() if len(q) > written},
                     present_pods=present,
+                    known=cfg,
                 )
         except BaseException:
             state.put_back_status({pod: q[written:] for pod, q in status.items()})
@@ -159,7 +161,10 @@ class Publisher:
             return
         try:
             self.checkpoints.publish(
-                output.files, receipts[0], datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                output.files,
+                receipts[0],
+                datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                output.plan_id,
             )
         except BaseException as exc:
             state.put_back_unsaved(receipts)

@@ -297,7 +297,7 @@ class WatchCaches:
     def snapshot(self) -> Snapshot:
         with self._lock:
             informers = dict(self._informers)
-        objects = {kind: tuple(inf.store.list()) for kind, inf in sorted(informers.items())}
+        objects = {kind: inf.store.objects() for kind, inf in sorted(informers.items())}
         versions = {kind: inf.store.resource_version for kind, inf in sorted(informers.items())}
         return Snapshot(
             template_config=self.template_config,

@@ -24,7 +24,7 @@ from kubewatch import selectors
 def same_objects(old: Sequence[Any], new: Sequence[Any]) -> bool:
     """Whether two reads of the store hold the very same objects, in order: since an update
     replaces an object and never edits it, identity says nothing changed."""
-    return len(old) == len(new) and all(map(operator.is_, old, new))
+    return old is new or (len(old) == len(new) and all(map(operator.is_, old, new)))
 
 
 ADDED = "ADDED"
@@ -102,6 +102,11 @@ class Store:
         self._tombstones: OrderedDict[Key, str] = OrderedDict()
         self._tombstone_limit = tombstone_limit
         self._resource_version: str | None = None
+        # Reads of every object, kept until a change (issue 19: every render reads every
+        # cache, and the incremental path compares unchanged kinds by identity): the keys in
+        # order until one comes or goes, the objects until one is replaced.
+        self._sorted_keys: list[Key] | None = None
+        self._listed: tuple[dict, ...] | None = None
 
     # -- mutation -------------------------------------------------------------------------
 
@@ -171,6 +176,9 @@ class Store:
             self._tombstones.popitem(last=False)
 
     def _put(self, key: Key, obj: dict | None, old: dict | None) -> None:
+        self._listed = None
+        if old is None or obj is None:
+            self._sorted_keys = None
         if old is not None:
             for name, fn in self._indexers.items():
                 index = self._indices[name]
@@ -191,6 +199,7 @@ class Store:
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._sorted_keys, self._listed = None, None
             self._indices = {n: {} for n in self._indexers}
             self._tombstones.clear()
             self._resource_version = None
@@ -207,10 +216,18 @@ class Store:
         with self._lock:
             return self._items.get((namespace or "", name))
 
+    def objects(self) -> tuple[dict, ...]:
+        """All objects sorted by (namespace, name): the very same tuple until one changes."""
+        with self._lock:
+            if self._listed is None:
+                if self._sorted_keys is None:
+                    self._sorted_keys = sorted(self._items)
+                self._listed = tuple(self._items[k] for k in self._sorted_keys)
+            return self._listed
+
     def list(self) -> list[dict]:
         """All objects sorted by (namespace, name)."""
-        with self._lock:
-            return [self._items[k] for k in sorted(self._items)]
+        return list(self.objects())
 
     def list_keys(self) -> list[Key]:
         with self._lock:

@@ -190,8 +190,8 @@ def test_gc_never_deletes_a_shared_child_that_changed_since_the_verification_lis
         if i == 3:
             verify = checkpoints._verify
 
-            def verify_then_touch(pointer, verify=verify):
-                verification = verify(pointer)
+            def verify_then_touch(pointer, known, verify=verify):
+                verification = verify(pointer, known)
                 # Between the verification list and the deletion, someone changes the
                 # child only the oldest checkpoint references.
                 (child,) = [
@@ -217,3 +217,78 @@ def test_gc_never_deletes_a_shared_child_that_changed_since_the_verification_lis
     result = checkpoints.publish(out.files, receipt_for(out), AT)
     assert touched in result.deleted_children
     assert objects.get("haproxymapfiles", touched) is None
+
+
+def test_a_publication_given_the_plan_id_parses_nothing_recovery_recomputes_it(
+    setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19: the publisher passes the plan ID its render computed, so neither encoding
+    the checkpoint nor its read-back parses the configuration again (at 800 Ingresses that
+    was most of a publication's CPU). Recovery's decode, given no plan ID, still computes it
+    from the bytes it reads: a checkpoint whose planID is not its bytes' is refused."""
+    from controller.retained import checkpoint
+
+    ref, objects, ordinary, checkpoints = setup
+    out = output(7)
+    ordinary.publish_output(out)
+    parsed: list[int] = []
+    real_build_plan = checkpoint.build_plan
+
+    def counted(files):  # type: ignore[no-untyped-def]
+        parsed.append(1)
+        return real_build_plan(files)
+
+    monkeypatch.setattr(checkpoint, "build_plan", counted)
+    result = checkpoints.publish(out.files, receipt_for(out), AT, out.plan_id)
+    assert parsed == []
+    decoded = read_back(objects, ref, result.pointer)  # recovery's read: no plan ID given
+    assert parsed == [1] and decoded.snapshot.integrity_error is None
+    assert decoded.snapshot.plan_id == out.plan_id
+
+    # A plan ID that is not these bytes' (with a receipt that agrees with it, so the
+    # publisher's own read-back passes) is caught by recovery's decode.
+    wrong = output(8)
+    plan = out.plan_id
+    lying = PodReceipt("haproxy-0", "uid-0", "rt", wrong.checksum, plan, plan, plan, "reload")
+    tampered = checkpoints.publish(wrong.files, lying, AT, plan)
+    refused = read_back(objects, ref, tampered.pointer)
+    assert "plan identity mismatch" in (refused.snapshot.integrity_error or "")
+
+
+def test_status_rounds_write_on_the_last_answer_and_read_again_after_another_writer(
+    setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19: a publication writes every queued receipt in rounds; each round writes on
+    the HAProxyCfg the previous round's write answered, with no read first. The write is a
+    compare-and-swap: when another writer changed the object since (here a pointer
+    promotion), it answers 409, the round reads it again, and both writes stand.
+
+    Failed before: every round read the object first (publish_receipts returned nothing)."""
+    ref, objects, ordinary, checkpoints = setup
+    out = output(6)
+    ordinary.publish_output(out)
+    reads: list[str] = []
+    real_get = objects.get
+
+    def counted(plural: str, name: str):  # type: ignore[no-untyped-def]
+        reads.append(name)
+        return real_get(plural, name)
+
+    monkeypatch.setattr(objects, "get", counted)
+    cfg = None
+    for n in range(3):
+        entry = {"haproxy-0": dict(receipt_for(out).as_status(), deployedAt=f"2026-12-01T10:00:0{n}Z")}
+        cfg = ordinary.publish_receipts(entry, known=cfg)
+    assert reads == [ref.name]  # the first round only
+    assert cfg is not None and cfg["status"]["deployedToPods"][0]["deployedAt"] == "2026-12-01T10:00:02Z"
+
+    monkeypatch.setattr(objects, "get", real_get)
+    pointer = checkpoints.publish(out.files, receipt_for(out), AT).pointer  # another write
+    monkeypatch.setattr(objects, "get", counted)
+    reads.clear()
+    entry = {"haproxy-1": receipt_for(out, "haproxy-1").as_status()}
+    cfg = ordinary.publish_receipts(entry, known=cfg)
+    assert reads == [ref.name]  # the stale copy answered 409: read again
+    stored = real_get("haproxycfgs", ref.name)
+    assert pointers_from_status(stored) == [pointer]
+    assert [e["podName"] for e in stored["status"]["deployedToPods"]] == ["haproxy-0", "haproxy-1"]

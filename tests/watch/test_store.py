@@ -202,3 +202,27 @@ def test_readiness_gate_index_and_selector():
         gated,
     ]
     assert store.select({}, namespace="n") == [gated]
+
+
+@given(st.lists(step, max_size=40), st.lists(st.integers(0, 39), max_size=10))
+def test_every_read_of_all_objects_is_the_store_and_the_same_tuple_until_a_change(
+    steps, reads_after
+):
+    """Issue 19: the store keeps its sorted read (`objects()`) until an object comes, goes or
+    is replaced. Read after any step, it is exactly the store's objects in key order; read
+    twice with no change between, it is the very same tuple (the incremental render
+    compares unchanged kinds by identity); after an accepted change it is a new one."""
+    store = slice_store()
+    events = history(steps)
+    reads = set(reads_after)
+    for i, (etype, o) in enumerate(events):
+        before = store.objects()
+        change = store.apply(etype, o)
+        after = store.objects()
+        assert (after is before) == (change is None)
+        if i in reads or i == len(events) - 1:
+            expected = final_state(events[: i + 1])
+            assert list(after) == [expected[k] for k in sorted(expected)]
+            assert store.list() == list(after) and store.objects() is after
+    store.replace([], None)
+    assert store.objects() == ()
