@@ -71,12 +71,12 @@ def test_receipts_absorbed_during_a_publication_are_published_next(harness: Harn
     write_checkpoint = pipeline.checkpoints.publish
     concurrent: list[object] = []
 
-    def publish_while_b_is_deployed(files, receipt, acknowledged_at):
+    def publish_while_b_is_deployed(files, receipt, acknowledged_at, plan_id=None):
         if not concurrent:
             # The dispatcher deploys B (and absorbs its receipts) while this publication of
             # A runs.
             concurrent.append(_render(harness, pipeline, ["a", "b"], agents))
-        return write_checkpoint(files, receipt, acknowledged_at)
+        return write_checkpoint(files, receipt, acknowledged_at, plan_id)
 
     pipeline.checkpoints.publish = publish_while_b_is_deployed  # type: ignore[method-assign]
     pipeline.publish()
