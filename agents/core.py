@@ -432,10 +432,11 @@ class Agent:
             if meta is None:
                 raise ManifestError("base_unavailable", f"{entry.path} is not in the applied plan")
             try:
-                content = check_inside(self.layout.config_root, entry.path).read_bytes()
+                path = check_inside(self.layout.config_root, entry.path)
+                content, digest = self.digests.read(entry.path, path)
             except (OSError, TreeError) as exc:
                 raise ManifestError("base_unavailable", f"{entry.path}: {exc}") from None
-            if sha256_hex(content) != meta["sha256"]:
+            if digest != meta["sha256"]:
                 raise ManifestError("base_unavailable", f"{entry.path} changed on disk")
             base[entry.path] = content
         return base
@@ -492,6 +493,8 @@ class Agent:
             previous = self.state.applied.plan_id if self.state.applied else None
             self.journal.begin(root, m.plan_id, previous, write + remove, durable)
             commit(staged, root, remove)
+            for path in write:
+                self.digests.wrote(path, root / path, new[path].sha256, new[path].size)
         finally:
             if staging is not None:
                 shutil.rmtree(staging, ignore_errors=True)

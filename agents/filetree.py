@@ -79,15 +79,34 @@ class DigestCache:
     def __init__(self) -> None:
         self._known: dict[str, tuple[tuple[int, ...], DiskFile]] = {}
 
+    @staticmethod
+    def _key(st: os.stat_result) -> tuple[int, ...]:
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
     def digest(self, rel: str, path: Path, st: os.stat_result) -> DiskFile:
-        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         known = self._known.get(rel)
-        if known is not None and known[0] == key:
+        if known is not None and known[0] == self._key(st):
             return known[1]
         data = path.read_bytes()
         found = DiskFile(hashlib.sha256(data).hexdigest(), len(data))
-        self._known[rel] = (key, found)
+        self._known[rel] = (self._key(st), found)
         return found
+
+    def read(self, rel: str, path: Path) -> tuple[bytes, str]:
+        """The bytes of a regular file and their sha256 (from the cache when unchanged)."""
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode):
+            raise TreeError("not_a_file", rel)
+        data = path.read_bytes()
+        known = self._known.get(rel)
+        if known is not None and known[0] == self._key(st) == self._key(path.lstat()):
+            assert known[1].sha256 is not None
+            return data, known[1].sha256
+        return data, hashlib.sha256(data).hexdigest()
+
+    def wrote(self, rel: str, path: Path, sha256: str, size: int) -> None:
+        """The agent just renamed these bytes into place: their digest is known."""
+        self._known[rel] = (self._key(path.lstat()), DiskFile(sha256, size))
 
 
 def hash_tree(root: Path, cache: DigestCache | None = None) -> dict[str, DiskFile]:

@@ -100,3 +100,18 @@ def test_the_digest_cache_hashes_again_whatever_changed_on_disk(tmp_path: Path) 
     write_atomic(cfg, b"global!\n", durable=False)  # a new inode
     (tmp_path / "maps" / "new.map").write_bytes(b"")
     assert hash_tree(tmp_path, cache) == hash_tree(tmp_path)
+
+
+def test_a_file_the_agent_wrote_is_known_until_it_changes(tmp_path: Path) -> None:
+    """`DigestCache.wrote` records the digest of bytes the agent renamed into place; `read`
+    answers with it only while the file is untouched, and hashes an edit in place."""
+    cache = DigestCache()
+    cfg = tmp_path / "haproxy.cfg"
+    write_atomic(cfg, b"global\n", durable=False)
+    cache.wrote("haproxy.cfg", cfg, "recorded-digest", 7)
+    assert cache.read("haproxy.cfg", cfg) == (b"global\n", "recorded-digest")
+    assert hash_tree(tmp_path, cache)["haproxy.cfg"].sha256 == "recorded-digest"
+    with open(cfg, "r+b") as fh:
+        fh.write(b"G")
+    assert cache.read("haproxy.cfg", cfg) == (b"Global\n", sha256_hex(b"Global\n"))
+    assert hash_tree(tmp_path, cache) == hash_tree(tmp_path)
