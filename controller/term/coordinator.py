@@ -8,8 +8,8 @@ the output from every use, latches publication, sets the /healthz error, emits a
 has the dispatcher revert the pods that took it to their last-known-good.
 
 An EndpointSlice change is patched into the last output instead of rendered in full, with
-no gate run, and a periodic full render checks that both paths give the same bytes
-(docs/design/incremental.md).
+no gate run, and a periodic full render on a thread of its own checks that both paths give
+the same bytes (controller/term/consistency.py; docs/design/incremental.md).
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ import logging
 import time
 
 from controller.health import RECONCILIATION_COORDINATOR
-from controller.metrics import INCREMENTAL_CHECKS, INCREMENTAL_MISMATCH, RENDER_DURATION, RENDERS
+from controller.metrics import RENDER_DURATION, RENDERS
 from controller.publish.ordinary import OrdinaryPublisher
 from controller.recovery import attempt_recovery
 from controller.render import RenderError, RenderInput, RenderOutput, incremental
 from controller.render.engine import render_with_basis
 from controller.rendergate import GateVerdict
+from controller.term.consistency import ConsistencyChecker
 from controller.term.context import TermContext
 from controller.term.dispatcher import LockedScheduler
 from controller.term.host import RecoveryHost
@@ -65,8 +66,11 @@ class Coordinator:
         # with one of them differs from an accepted output only in server slots' runtime
         # attributes, so that verdict stands and `haproxy -c` does not run again.
         self._accepted_structures: dict[tuple, None] = {}
-        self._full_at = time.monotonic()
+        self._full_at = time.monotonic()  # the last full render or consistency check
         self._check_requested = False
+        self._checked_updates = 0  # basis.updates at the last consistency check
+        self._mismatch = False  # the check found the chain wrong: render in full next
+        self.checker = ConsistencyChecker(ctx.alive, self._mismatched)
 
     @property
     def recovering(self) -> bool:
@@ -129,9 +133,9 @@ class Coordinator:
         """Time for the consistency check: incremental updates were made since the last
         full render, and CONSISTENCY_INTERVAL passed (called with ctx.wake held)."""
         basis = self._basis
-        if basis is None or basis.updates == 0:
+        if basis is None or basis.updates == self._checked_updates:
             return False
-        due = basis.updates >= CONSISTENCY_UPDATES
+        due = basis.updates - self._checked_updates >= CONSISTENCY_UPDATES
         due = due or time.monotonic() - self._full_at >= CONSISTENCY_INTERVAL
         self._check_requested = self._check_requested or due
         return due
@@ -150,8 +154,13 @@ class Coordinator:
         started = time.monotonic()
         inp = RenderInput(**kwargs, previous_plan=previous)
         step = self._incremental(inp, basis)
-        if step is not None and not check:
+        if step is not None:
             self._dispatch_update(step, requested_at or started)
+            if check:  # the full render of this very input, on the checker's thread
+                with ctx.wake:
+                    self._checked_updates = step.basis.updates
+                    self._full_at = time.monotonic()
+                self.checker.submit(inp, step.output)
             return
         try:
             with RENDER_DURATION.time():
@@ -161,17 +170,9 @@ class Coordinator:
             self.render_failed(str(exc))
             return
         RENDERS.labels("full").inc()
-        self._full_at = time.monotonic()
-        if step is not None and self._consistent(step.output, output):
-            # The same bytes as the chain of updates the gate's verdict covered.
-            with ctx.wake:
-                self._accepted_root = output.checksum
-            if basis is not None and output.checksum == basis.checksum:
-                state.accept(output)  # the basis of the next update is this very object
-                ctx.plans.remember(output)
-                return
-            self._accept_and_dispatch(output, requested_at or started)
-            return
+        with ctx.wake:
+            self._full_at = time.monotonic()
+            self._checked_updates = 0
         self._gate_and_dispatch(output, requested_at or started)
 
     def _incremental(
@@ -179,8 +180,10 @@ class Coordinator:
     ) -> incremental.Update | None:
         """The incremental step to `inp`, when its basis is the output the term dispatches
         and descends from a render the gate accepted; None: the full render runs."""
-        basis = self._basis
         with self.ctx.wake:
+            if self._mismatch:  # the consistency check: the chain is wrong, drop it
+                self._mismatch, self._basis = False, None
+            basis = self._basis
             accepted = basis is not None and basis.root_checksum == self._accepted_root
         if basis is None or not accepted or basis.output is not basis_output:
             return None
@@ -192,20 +195,12 @@ class Coordinator:
             log.exception("incremental update failed; rendering in full")
             return None
 
-    def _consistent(self, updated: RenderOutput, full: RenderOutput) -> bool:
-        """The consistency check: the full render must give the incremental path's bytes.
-        On a mismatch the full render's output goes through the gate like any other."""
-        INCREMENTAL_CHECKS.inc()
-        differences = incremental.differences(updated, full)
-        if differences:
-            INCREMENTAL_MISMATCH.inc()
-            log.warning(
-                "incremental output %s differs from the full render %s (%s); using it",
-                updated.plan_id,
-                full.plan_id,
-                ", ".join(differences),
-            )
-        return not differences
+    def _mismatched(self) -> None:
+        """The consistency check found an incremental output other than its full render's:
+        the next render is full, and goes through the gate like any other."""
+        with self.ctx.wake:
+            self._mismatch = True
+        self.request_render()
 
     def _dispatch_update(self, step: incremental.Update, requested_at: float) -> None:
         """An incremental output: only server slots changed, so the structure (and every

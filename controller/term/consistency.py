@@ -1,0 +1,76 @@
+"""The incremental path's consistency check, off the coordinator's thread
+(docs/design/incremental.md, "The consistency check").
+
+The coordinator hands over an input the incremental path answered and that answer; a
+thread of the term renders the same input in full and compares (`incremental.differences`).
+A full render of the whole cluster takes a hundred milliseconds and more: on the
+coordinator's own thread it held up every endpoint change that arrived meanwhile (issue 19).
+Only the newest job is kept; a mismatch is counted, logged and handed back through
+`on_mismatch`, after which the coordinator renders in full (and gates) on its own thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from controller.metrics import INCREMENTAL_CHECKS, INCREMENTAL_MISMATCH
+from controller.render import RenderError, RenderInput, RenderOutput, incremental, render
+
+log = logging.getLogger(__name__)
+
+Job = tuple[RenderInput, RenderOutput]
+
+
+class ConsistencyChecker:
+    def __init__(self, alive: Callable[[], bool], on_mismatch: Callable[[], None]) -> None:
+        self._alive = alive
+        self._on_mismatch = on_mismatch
+        self._ready = threading.Condition()
+        self._job: Job | None = None
+        self._thread: threading.Thread | None = None
+
+    def submit(self, inp: RenderInput, updated: RenderOutput) -> None:
+        """Check that `updated`, the incremental path's output for `inp`, is its full
+        render's (replaces a job not yet started)."""
+        with self._ready:
+            self._job = (inp, updated)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="consistency-check", daemon=True
+                )
+                self._thread.start()
+            self._ready.notify()
+
+    def _run(self) -> None:
+        while self._alive():
+            with self._ready:
+                if self._job is None:
+                    self._ready.wait(timeout=1.0)
+                job, self._job = self._job, None
+            if job is not None:
+                self.check(*job)
+
+    def check(self, inp: RenderInput, updated: RenderOutput) -> bool:
+        """One comparison; True when the bytes agree."""
+        try:
+            full = render(inp)
+        except RenderError as exc:  # the incremental path rendered what cannot render
+            log.warning("consistency check: the full render failed: %s", exc)
+            differences = ["the full render failed"]
+        else:
+            differences = incremental.differences(updated, full)
+        INCREMENTAL_CHECKS.inc()
+        if not differences:
+            return True
+        INCREMENTAL_MISMATCH.inc()
+        log.warning(
+            "incremental output %s differs from the full render of the same input (%s); "
+            "rendering in full",
+            updated.plan_id,
+            ", ".join(differences),
+        )
+        if self._alive():
+            self._on_mismatch()
+        return False
