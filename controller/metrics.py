@@ -55,7 +55,8 @@ DEPLOY_DURATION = Histogram(
 # are the leader's share of an endpoint change's latency (bench/bench_convergence.py).
 DISPATCH_STEP = Histogram(
     "haptic_dispatch_step_seconds",
-    "Time of a dispatch's steps before the apply: the term fence (leader Lease read) and "
+    "Time of a dispatch's steps before the apply: the term fence (a leader Lease read; the local "
+    "check alone when the intent record's own reads prove the term) and "
     "the intent record.",
     ["step"],
     buckets=FAST_BUCKETS,

@@ -80,11 +80,15 @@ class TermContext:
         if self.recheck is not None:
             self.recheck()
 
+    def check_local_term(self) -> None:
+        """The local half of the fence: raise StaleTerm once the elector ended the term."""
+        if not self.term_valid():
+            raise StaleTerm(self._adopted or self.token, "the local term ended")
+
     def check_term(self) -> None:
         """The term's fence before a side effect: raise StaleTerm unless this process still
         holds the term (the elector has not ended it) and the leader Lease still names it."""
-        if not self.term_valid():
-            raise StaleTerm(self._adopted or self.token, "the local term ended")
+        self.check_local_term()
         if self._adopted is not None:
             check_token(self.api_client, self._adopted)
         else:

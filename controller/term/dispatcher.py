@@ -217,9 +217,16 @@ class Dispatcher:
             return []
         with self._dispatch_lock:
             # The term's fence, proven under the lock right before the side effect: the
-            # local term holds and the leader Lease names it, else StaleTerm.
+            # local term holds and the leader Lease names it, else StaleTerm. An apply that
+            # records an intent first has that proof from the record itself, which reads
+            # the leader Lease before its write and again after it, right before the apply
+            # (ADR-0033): a third read before those would prove nothing more (issue 19).
+            records = bootstrap_only or not ctx.state.names(output)
             with DISPATCH_STEP.labels("fence").time():
-                ctx.check_term()
+                if records:
+                    ctx.check_local_term()
+                else:
+                    ctx.check_term()
             if bootstrap_only and ctx.state.last_good is not None:
                 log.info("recovery apply of %s dropped: a render succeeded", output.plan_id)
                 return []

@@ -62,3 +62,52 @@ def test_a_term_whose_lease_moved_deploys_nothing(harness: Harness) -> None:
     pipeline, output, second = _led_term(harness, ended)
     harness.set_leader("replica-b", 2)
     _refused(harness, pipeline, output, second)
+
+
+def _new_output(harness: Harness, pipeline):
+    """A render of one more host: an output the intent does not name yet."""
+    from controller.render import RenderInput, render
+
+    harness.hosts.append("b")
+    previous = pipeline.ctx.state.last_good
+    return render(RenderInput(**harness.snapshot(), previous_plan=previous.plan))
+
+
+def test_an_apply_that_records_an_intent_proves_the_term_with_the_records_reads(
+    harness: Harness,
+) -> None:
+    """Issue 19: an apply that records an intent reads the leader Lease twice, the record's
+    own reads before its write and after it (ADR-0033), not a third time for the fence; an
+    apply of the output the intent names already reads it once, for the fence.
+
+    Failed before: three reads (the fence's, then the record's two)."""
+    ended = threading.Event()
+    pipeline, _, _ = _led_term(harness, ended)
+    reads: list[str] = []
+    store, ctx = pipeline.store, pipeline.ctx
+    read_leader, fence = store.read_leader, ctx.given_check_term
+    store.read_leader = lambda: (reads.append("record"), read_leader())[1]  # type: ignore
+    ctx.given_check_term = lambda: (reads.append("fence"), fence())[1]  # type: ignore
+    output = _new_output(harness, pipeline)
+    outcomes = pipeline.dispatcher.deploy(output, {"haproxy-0"})
+    assert outcomes and not any(o.action.is_error for o in outcomes), outcomes
+    assert reads == ["record", "record"]
+    reads.clear()
+    pipeline.dispatcher.deploy(output, {"haproxy-0"})  # the intent names it: the fence reads
+    assert reads == ["fence"]
+
+
+def test_an_apply_that_records_an_intent_after_the_lease_moved_does_nothing(
+    harness: Harness,
+) -> None:
+    """The record's read before its write refuses a term whose Lease another replica holds:
+    no intent, no apply, as when the fence read refused."""
+    ended = threading.Event()
+    pipeline, first_output, _ = _led_term(harness, ended)
+    first = harness.agents[0]
+    intent_before = pipeline.store.read_intent()
+    harness.set_leader("replica-b", 2)
+    output = _new_output(harness, pipeline)
+    assert pipeline.run_deployment(output, {"haproxy-0"}) == {}
+    assert first.client.state().applied_plan_id == first_output.plan_id
+    assert pipeline.store.read_intent() == intent_before
