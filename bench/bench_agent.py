@@ -194,20 +194,27 @@ def _agent_metrics(
     ]
 
 
-def measure_deployer(pods: int = FLEET_PODS, samples: int = FLEET_SAMPLES) -> list[dict]:
-    """Runtime-only endpoint changes through `Deployer.deploy`: to one pod, then to all."""
+def _fleet(prefix: str, pods: int) -> tuple[Path, list, Any, Any, Any, list]:
+    """`pods` real agents (paced reloads off) and the controller's pool, deployer, plan
+    memory and pod list for them."""
     from controller.deploy.deployer import AgentPool, Deployer, HAProxyPod
     from controller.term.plans import PlanMemory
     from tests.agents.helpers import TOKEN
-    from tests.agents.test_deployer_agents import rendered
     from tests.retained.test_drain import start_agents
 
-    workdir = Path(tempfile.mkdtemp(prefix="bench-deployer-"))
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
     agents = start_agents(workdir, pods, ["--min-reload-interval", "0"])
     pool = AgentPool(port=agents[0].port, token=lambda: TOKEN)
-    deployer = Deployer(pool)
-    plans = PlanMemory()
     fleet = [HAProxyPod(f"haproxy-{i}", f"uid-{i}", a.ip) for i, a in enumerate(agents)]
+    return workdir, agents, pool, Deployer(pool), PlanMemory(), fleet
+
+
+def measure_deployer(pods: int = FLEET_PODS, samples: int = FLEET_SAMPLES) -> list[dict]:
+    """Runtime-only endpoint changes through `Deployer.deploy`: to one pod, then to all."""
+    from controller.deploy.deployer import HAProxyPod
+    from tests.agents.test_deployer_agents import rendered
+
+    workdir, agents, pool, deployer, plans, fleet = _fleet("bench-deployer-", pods)
 
     agent_ms: list[float] = []  # the agents' own time per apply (their last_apply)
 
@@ -267,18 +274,9 @@ def measure_endpoint_change_at_scale(
     acknowledgement: with edits of the pods' files (`edits`) and with the whole files
     (`whole`, the deployer's decision turned into `diff.whole`), alternating."""
     from controller.deploy import deployer as deployer_module
-    from controller.deploy.deployer import AgentPool, Deployer, HAProxyPod
     from controller.deploy.diff import decide_pod, whole
-    from controller.term.plans import PlanMemory
-    from tests.agents.helpers import TOKEN
-    from tests.retained.test_drain import start_agents
 
-    workdir = Path(tempfile.mkdtemp(prefix="bench-scale-"))
-    agents = start_agents(workdir, pods, ["--min-reload-interval", "0"])
-    pool = AgentPool(port=agents[0].port, token=lambda: TOKEN)
-    deployer = Deployer(pool)
-    plans = PlanMemory()
-    fleet = [HAProxyPod(f"haproxy-{i}", f"uid-{i}", a.ip) for i, a in enumerate(agents)]
+    workdir, agents, pool, deployer, plans, fleet = _fleet("bench-scale-", pods)
     scale = _ScaleEndpoints(ingresses)
     results: dict[str, dict[str, list[float]]] = {
         way: {"wall": [], "cpu": [], "update": [], "agent": [], "bytes": []}

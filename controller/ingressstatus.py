@@ -15,13 +15,13 @@ field manager FIELD_MANAGER.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from controller.newest import NewestOnly
 from controller.watch.store import same_objects
 
 log = logging.getLogger(__name__)
@@ -131,9 +131,8 @@ class IngressStatusWriter:
         self.check_term = check_term
         # What this term wrote: ours to clear even where managedFields are not kept.
         self.written: dict[str, Entries] = {}
-        self._later = threading.Condition()
-        self._pending: Any = None
-        self._thread: threading.Thread | None = None
+        # A stale term or a failed write: the next convergence retries.
+        self._later: NewestOnly[Any] = NewestOnly("ingress-status", term_valid, self.apply)
         # The inputs of the last apply that found nothing to write: while they are the very
         # same (the caches replace an Ingress's dict when it changes, never edit it), there
         # is nothing to look at again, which spares every converged endpoint change a pass
@@ -145,27 +144,7 @@ class IngressStatusWriter:
         this on the deploy path when the fleet converged: after a change most Ingresses share
         (a new term, a mass create) that is one PATCH per Ingress, which must not hold up the
         next deployment (a 36 s stall at 800 Ingresses under load, bench_convergence)."""
-        with self._later:
-            self._pending = output
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._write_later, name="ingress-status", daemon=True
-                )
-                self._thread.start()
-            self._later.notify()
-
-    def _write_later(self) -> None:
-        while self.term_valid():
-            with self._later:
-                if self._pending is None:
-                    self._later.wait(timeout=1.0)
-                output, self._pending = self._pending, None
-            if output is None:
-                continue
-            try:
-                self.apply(output)
-            except Exception:  # a stale term or a failed write: the next convergence retries
-                log.exception("ingress status not written")
+        self._later.submit(output)
 
     def _ours(self, ingress: Mapping[str, Any], current: Entries) -> bool:
         if manages_status(ingress):

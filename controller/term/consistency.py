@@ -12,10 +12,10 @@ Only the newest job is kept; a mismatch is counted, logged and handed back throu
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
 from controller.metrics import INCREMENTAL_CHECKS, INCREMENTAL_MISMATCH
+from controller.newest import NewestOnly
 from controller.render import RenderError, RenderInput, RenderOutput, incremental, render
 
 log = logging.getLogger(__name__)
@@ -27,30 +27,14 @@ class ConsistencyChecker:
     def __init__(self, alive: Callable[[], bool], on_mismatch: Callable[[], None]) -> None:
         self._alive = alive
         self._on_mismatch = on_mismatch
-        self._ready = threading.Condition()
-        self._job: Job | None = None
-        self._thread: threading.Thread | None = None
+        self._jobs: NewestOnly[Job] = NewestOnly(
+            "consistency-check", alive, lambda job: self.check(*job)
+        )
 
     def submit(self, inp: RenderInput, updated: RenderOutput) -> None:
         """Check that `updated`, the incremental path's output for `inp`, is its full
         render's (replaces a job not yet started)."""
-        with self._ready:
-            self._job = (inp, updated)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="consistency-check", daemon=True
-                )
-                self._thread.start()
-            self._ready.notify()
-
-    def _run(self) -> None:
-        while self._alive():
-            with self._ready:
-                if self._job is None:
-                    self._ready.wait(timeout=1.0)
-                job, self._job = self._job, None
-            if job is not None:
-                self.check(*job)
+        self._jobs.submit((inp, updated))
 
     def check(self, inp: RenderInput, updated: RenderOutput) -> bool:
         """One comparison; True when the bytes agree."""

@@ -277,10 +277,11 @@ def test_status_rounds_write_on_the_last_answer_and_read_again_after_another_wri
     monkeypatch.setattr(objects, "get", counted)
     cfg = None
     for n in range(3):
-        entry = {"haproxy-0": dict(receipt_for(out).as_status(), deployedAt=f"2026-12-01T10:00:0{n}Z")}
+        at = f"2026-12-01T10:00:0{n}Z"
+        entry = {"haproxy-0": dict(receipt_for(out).as_status(), deployedAt=at)}
         cfg = ordinary.publish_receipts(entry, known=cfg)
     assert reads == [ref.name]  # the first round only
-    assert cfg is not None and cfg["status"]["deployedToPods"][0]["deployedAt"] == "2026-12-01T10:00:02Z"
+    assert cfg is not None and cfg["status"]["deployedToPods"][0]["deployedAt"] == at
 
     monkeypatch.setattr(objects, "get", real_get)
     pointer = checkpoints.publish(out.files, receipt_for(out), AT).pointer  # another write
