@@ -25,7 +25,8 @@ import kubernetes
 from bench.bench_convergence import (
     HAPROXY_PODS,
     Prober,
-    _leader_renders,
+    _leader_series,
+    _leader_share,
     _reloads,
     _service,
     _setup,
@@ -141,11 +142,11 @@ def run() -> list[dict[str, Any]]:
         probers = [Prober(p.status.pod_ip) for p in system.haproxy_pods(ready_only=False)]
         load_before = os.getloadavg()[0]
         reloads_before = _reloads(system)
-        renders_before = _leader_renders(system)
+        series_before = _leader_series(system)
         lags, writes, taken = _burst(system, probers, pods)
         load_after = os.getloadavg()[0]
         reloads_after = _reloads(system)
-        renders_after = _leader_renders(system)
+        series_after = _leader_series(system)
     finally:
         for p in probers:
             p.close()
@@ -160,9 +161,7 @@ def run() -> list[dict[str, Any]]:
         "writes_per_second": round(writes / taken, 1),
         "loadavg_1m": {"before": round(load_before, 2), "after": round(load_after, 2)},
         "cores": os.cpu_count(),
-        "leader_renders": {
-            k: renders_after.get(k, 0) - renders_before.get(k, 0) for k in renders_after
-        },
+        "leader_renders": _leader_share(series_before, series_after)[0],
     }
     lag = summarize(lags)
     return [
