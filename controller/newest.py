@@ -35,6 +35,14 @@ class NewestOnly(Generic[Job]):
                 self._thread.start()
             self._ready.notify()
 
+    def join(self, timeout: float) -> bool:
+        """Wait (at most `timeout`) for the thread to end, once `alive()` turned false; True
+        when it has ended or never started."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        return thread is None or not thread.is_alive()
+
     def _run(self) -> None:
         while self._alive():
             with self._ready:

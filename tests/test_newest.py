@@ -41,6 +41,4 @@ def test_the_thread_ends_with_its_owner() -> None:
     runner: NewestOnly[int] = NewestOnly("test-end", alive.is_set, lambda job: None)
     runner.submit(1)
     alive.clear()
-    assert runner._thread is not None
-    runner._thread.join(5)
-    assert not runner._thread.is_alive()
+    assert runner.join(5)

@@ -124,9 +124,7 @@ def test_apply_later_returns_at_once_and_writes_the_newest_output(
     # "a" is not served by the newest output: written and cleared again, or never written.
     assert _status(net, namespace, "a") == []
     valid[0] = False  # the term ended: the writer's thread stops
-    assert writer._thread is not None
-    writer._thread.join(5)
-    assert not writer._thread.is_alive()
+    assert writer._later.join(5)
 
 
 def test_publish_service_addresses_win_over_pod_ips() -> None:
