@@ -87,10 +87,7 @@ class DigestCache:
         known = self._known.get(rel)
         if known is not None and known[0] == self._key(st):
             return known[1]
-        data = path.read_bytes()
-        found = DiskFile(hashlib.sha256(data).hexdigest(), len(data))
-        self._known[rel] = (self._key(st), found)
-        return found
+        return self._hashed(rel, path.read_bytes(), st)
 
     def read(self, rel: str, path: Path) -> tuple[bytes, str]:
         """The bytes of a regular file and their sha256 (from the cache when unchanged)."""
@@ -100,9 +97,16 @@ class DigestCache:
         data = path.read_bytes()
         known = self._known.get(rel)
         if known is not None and known[0] == self._key(st) == self._key(path.lstat()):
-            assert known[1].sha256 is not None
-            return data, known[1].sha256
-        return data, hashlib.sha256(data).hexdigest()
+            found = known[1]
+        else:
+            found = self._hashed(rel, data, st)
+        assert found.sha256 is not None
+        return data, found.sha256
+
+    def _hashed(self, rel: str, data: bytes, st: os.stat_result) -> DiskFile:
+        found = DiskFile(hashlib.sha256(data).hexdigest(), len(data))
+        self._known[rel] = (self._key(st), found)
+        return found
 
     def wrote(self, rel: str, path: Path, sha256: str, size: int) -> None:
         """The agent just renamed these bytes into place: their digest is known."""
@@ -112,6 +116,7 @@ class DigestCache:
 def hash_tree(root: Path, cache: DigestCache | None = None) -> dict[str, DiskFile]:
     """Every entry under `root` (hidden temp files excluded), without following symlinks;
     with `cache`, a file unchanged on disk since it was last hashed is not read again."""
+    digests = cache if cache is not None else DigestCache()  # none: every byte hashed
     found: dict[str, DiskFile] = {}
     if not root.is_dir():
         return found
@@ -128,11 +133,8 @@ def hash_tree(root: Path, cache: DigestCache | None = None) -> dict[str, DiskFil
             st = path.lstat()
             if not stat.S_ISREG(st.st_mode):
                 found[rel] = DiskFile(None, 0)  # symlink, device...
-            elif cache is not None:
-                found[rel] = cache.digest(rel, path, st)
             else:
-                data = path.read_bytes()
-                found[rel] = DiskFile(hashlib.sha256(data).hexdigest(), len(data))
+                found[rel] = digests.digest(rel, path, st)
     return found
 
 

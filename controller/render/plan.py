@@ -242,7 +242,7 @@ class PlanJSON:
         parts = {**self.others, "backends": None}
         pieces = [b"{"]
         for i, key in enumerate(sorted(parts)):
-            pieces.append(("," if i else "").encode() + canonical_json(key).encode() + b":")
+            pieces.append((b"," if i else b"") + canonical_json(key).encode() + b":")
             if key == "backends":
                 pieces += [b"{", b",".join(self.members), b"}"]
             else:

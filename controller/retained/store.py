@@ -83,7 +83,6 @@ class RetainedStateStore:
         timeout: float = 5.0,
     ) -> None:
         self._api = client.CoordinationV1Api(api_client)
-        self._serialize = api_client.sanitize_for_serialization
         self.template = template
         self.leader_lease_name = leader_lease_name
         self.leader_namespace = leader_namespace or template.namespace
@@ -131,9 +130,12 @@ class RetainedStateStore:
             }
             try:
                 created = self._api.create_namespaced_lease(
-                    self.template.namespace, body, _request_timeout=self.timeout
+                    self.template.namespace,
+                    body,
+                    _request_timeout=self.timeout,
+                    _preload_content=False,
                 )
-                lease = self._serialize(created)
+                lease = json.loads(created.data)
             except ApiException as exc:
                 if exc.status != 409:
                     raise

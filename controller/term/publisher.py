@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 from controller.kubeclient import bounded_copy
 from controller.publish.checkpoints import CheckpointPublisher, PublicationFailed
@@ -104,22 +105,21 @@ class Publisher:
         with self._running:
             self._bound(write=False)
             self.ctx.check_term()
-            self.ordinary.publish_output(output)
-            self._publish_status()
+            self._publish_status(self.ordinary.publish_output(output))
             for checksum in sorted(state.unsaved_checksums() - {output.checksum}):
                 self._publish_checkpoint(self._output_of(checksum), checksum)
             self._publish_checkpoint(output, output.checksum)
 
-    def _publish_status(self) -> None:
+    def _publish_status(self, cfg: dict[str, Any] | None) -> None:
         """Every queued entry, in rounds: a pod with several outcomes since the last
         publication gets one status write per outcome, in order, so the mirror's history
         sees each (status holds one entry per pod). What a failure left unwritten goes
-        back."""
+        back. Each round writes on the HAProxyCfg as the last write answered, the first on
+        `cfg`, as publish_output left it (Objects.update_status: no read first)."""
         state = self.ctx.state
         status = state.take_status()
         present = [p.name for p in self.ctx.targets()]
         written = 0
-        cfg = None  # each round writes on the object the last one wrote (no read first)
         try:
             for written in range(max((len(q) for q in status.values()), default=1)):
                 cfg = self.ordinary.publish_receipts(

@@ -231,7 +231,9 @@ class Store:
 
     def list_keys(self) -> list[Key]:
         with self._lock:
-            return sorted(self._items)
+            if self._sorted_keys is None:
+                self._sorted_keys = sorted(self._items)
+            return list(self._sorted_keys)
 
     def by_index(self, index: str, value: str) -> list[dict]:
         """Objects whose index function yielded `value`, sorted by (namespace, name)."""
