@@ -451,7 +451,7 @@ def _output(
     keep_plan_json: bool,
 ) -> tuple[RenderOutput, PlanJSON | None]:
     try:
-        plan = build_plan(ordered)
+        plan = build_plan(ordered, inp.previous_plan)
     except (UnicodeDecodeError, ValueError) as exc:
         raise RenderError(f"rendered output cannot be planned: {exc}") from None
     # The basis keeps the plan's JSON in pieces; the plan ID is the hash of the same text.

@@ -11,6 +11,7 @@ import copy
 import hashlib
 import json
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -153,12 +154,20 @@ def parse_map(content: str) -> tuple[dict[str, str], bool]:
         if key in entries:
             duplicate = True
             continue  # HAProxy keeps the first entry for a key
-        entries[key] = value
+        # Interned: every kept plan names the same hosts and backends (see build_plan).
+        entries[sys.intern(key)] = sys.intern(value)
     return entries, duplicate
 
 
-def build_plan(files: Sequence[RenderedFile]) -> dict[str, Any]:
+def build_plan(
+    files: Sequence[RenderedFile], previous: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The canonical plan of a file set (JSON-able; keys sorted when serialised).
+
+    `previous` (a plan, optional): its backends and maps that are equal to this set's are
+    shared, not copied. Plans are never changed in place, and the leader keeps the plans of
+    the last outputs (controller/term/plans.py): at 5,000 Ingresses each full render's
+    server slots would otherwise cost several MiB more per kept plan (issue 19).
 
     Raises ValueError (UnicodeDecodeError included) for a set without haproxy.cfg or with
     text files that are not UTF-8.
@@ -175,6 +184,9 @@ def build_plan(files: Sequence[RenderedFile]) -> dict[str, Any]:
             maps[f.path] = entries
             if dup:
                 duplicates.append(f.path)
+    if previous:
+        _share(backends, previous.get("backends"))
+        _share(maps, previous.get("maps"))
     return {
         "version": PLAN_VERSION,
         "backends": backends,
@@ -183,6 +195,16 @@ def build_plan(files: Sequence[RenderedFile]) -> dict[str, Any]:
         "files": {f.path: {"kind": f.kind, "sha256": f.sha256} for f in files},
         "structure_digest": structure,
     }
+
+
+def _share(values: dict[str, Any], previous: Any) -> None:
+    """Replace each value of `values` equal to `previous`'s under the same key by that one."""
+    if not isinstance(previous, Mapping):
+        return
+    for key, value in values.items():
+        old = previous.get(key)
+        if old is not value and old == value:
+            values[key] = old
 
 
 def canonical_json(value: Any) -> str:

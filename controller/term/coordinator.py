@@ -24,7 +24,7 @@ from controller.recovery import attempt_recovery
 from controller.render import RenderError, RenderInput, RenderOutput, incremental
 from controller.render.engine import render_with_basis
 from controller.rendergate import GateVerdict
-from controller.term.consistency import ConsistencyChecker
+from controller.term.consistency import ConsistencyChecker, check_interval
 from controller.term.context import TermContext
 from controller.term.dispatcher import LockedScheduler
 from controller.term.host import RecoveryHost
@@ -32,8 +32,9 @@ from controller.term.host import RecoveryHost
 log = logging.getLogger(__name__)
 
 RENDER_FAILED = "RenderFailed"
-# The incremental path's chain of updates is checked against a full render this often, and
-# after this many updates at the latest (docs/design/incremental.md).
+# The incremental path's chain of updates is checked against a full render this often (or
+# less often when a full render is costly: consistency.check_interval), and after this many
+# updates at the latest (docs/design/incremental.md).
 CONSISTENCY_INTERVAL = 30.0
 CONSISTENCY_UPDATES = 1000
 ACCEPTED_STRUCTURES = 8
@@ -67,6 +68,7 @@ class Coordinator:
         # attributes, so that verdict stands and `haproxy -c` does not run again.
         self._accepted_structures: dict[tuple, None] = {}
         self._full_at = time.monotonic()  # the last full render or consistency check
+        self._full_cpu = 0.0  # CPU seconds of the last full render on this thread
         self._check_requested = False
         self._checked_updates = 0  # basis.updates at the last consistency check
         self._mismatch = False  # the check found the chain wrong: render in full next
@@ -136,7 +138,8 @@ class Coordinator:
         if basis is None or basis.updates == self._checked_updates:
             return False
         due = basis.updates - self._checked_updates >= CONSISTENCY_UPDATES
-        due = due or time.monotonic() - self._full_at >= CONSISTENCY_INTERVAL
+        cost = max(self._full_cpu, self.checker.render_cpu)
+        due = due or time.monotonic() - self._full_at >= check_interval(CONSISTENCY_INTERVAL, cost)
         self._check_requested = self._check_requested or due
         return due
 
@@ -162,6 +165,7 @@ class Coordinator:
                     self._full_at = time.monotonic()
                 self.checker.submit(inp, step.output)
             return
+        cpu_started = time.thread_time()
         try:
             with RENDER_DURATION.time():
                 output, self._basis = render_with_basis(inp)
@@ -171,6 +175,7 @@ class Coordinator:
             return
         RENDERS.labels("full").inc()
         with ctx.wake:
+            self._full_cpu = time.thread_time() - cpu_started
             self._full_at = time.monotonic()
             self._checked_updates = 0
         self._gate_and_dispatch(output, requested_at or started)

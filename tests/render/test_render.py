@@ -23,6 +23,7 @@ from controller.render import (
     build_plan,
     engine,
     gate_admits,
+    plan_id,
     render,
     runtime_operations,
     runtime_state,
@@ -396,6 +397,27 @@ def test_user_maps_files_and_main_template_see_the_context() -> None:
     assert out.plan["maps"]["maps/custom.map"] == {"shop.example.test": "shop_api_8000"}
     verdict = check_output(out)
     assert verdict.accepted, verdict.output
+
+
+def test_a_render_shares_the_previous_plans_unchanged_backends_and_maps() -> None:
+    """The leader keeps the plans of its last outputs (controller/term/plans.py): a full
+    render given the previous plan shares what did not change instead of holding a second
+    copy of every server slot (issue 19: the controller's memory at 5,000 Ingresses)."""
+    inp = RenderInput(b.template_config(), **b.scale_set(20))
+    old = render(inp)
+    slices = copy.deepcopy(list(inp.endpointslices))
+    slices[0]["endpoints"][0]["addresses"] = ["127.255.9.9"]
+    moved = slices[0]["metadata"]["labels"]["kubernetes.io/service-name"]
+    new = render(dataclasses.replace(inp, endpointslices=slices, previous_plan=old.plan))
+    unshared = build_plan(new.files)
+    assert new.plan == unshared and new.plan_id == plan_id(unshared)
+    changed = [name for name in new.plan["backends"] if moved in name]
+    assert len(changed) == 1
+    for name, servers in new.plan["backends"].items():
+        assert (servers is old.plan["backends"][name]) == (name not in changed), name
+    for path, entries in new.plan["maps"].items():
+        assert entries is old.plan["maps"][path]
+    assert not any(unshared["backends"][n] is s for n, s in old.plan["backends"].items())
 
 
 def test_previous_plan_keeps_endpoints_in_their_slots() -> None:

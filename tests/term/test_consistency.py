@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from types import SimpleNamespace
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from controller.metrics import INCREMENTAL_CHECKS, INCREMENTAL_MISMATCH
 from controller.render import incremental as inc
 from controller.render.engine import render_with_basis
-from controller.term.consistency import ConsistencyChecker
-from controller.term.coordinator import Coordinator
+from controller.term.consistency import CHECK_SHARE, ConsistencyChecker, check_interval
+from controller.term.coordinator import CONSISTENCY_INTERVAL, Coordinator
 from tests.render.test_incremental import _input, _objects, _replace_slice
 
 
@@ -65,3 +69,30 @@ def test_after_a_mismatch_the_coordinator_drops_the_chain_and_renders_in_full() 
     coordinator._mismatched()
     assert coordinator._incremental(inp, basis.output) is None
     assert coordinator._basis is None
+
+
+@given(st.floats(0, 600), st.floats(0, 60))
+def test_the_check_never_takes_more_than_its_share_of_a_core(minimum, cpu) -> None:
+    interval = check_interval(minimum, cpu)
+    assert interval >= minimum
+    assert cpu <= CHECK_SHARE * interval + 1e-9
+    if cpu <= CHECK_SHARE * minimum:
+        assert interval == minimum
+
+
+def test_a_costly_full_render_makes_the_check_due_later() -> None:
+    """The check is due CONSISTENCY_INTERVAL after the last full render while a full render
+    is cheap, and later when it costs more CPU than CHECK_SHARE of a core at that pace (issue
+    19: at 5,000 Ingresses a check every 30 s was most of the leader's CPU per change)."""
+    _, step, _, _ = _step()
+    ctx = SimpleNamespace(wake=threading.Condition(), alive=lambda: True)
+    coordinator = Coordinator(ctx, None, None, None)  # type: ignore[arg-type]
+    coordinator._basis = step.basis  # one update since the full render
+    coordinator._full_at = time.monotonic() - CONSISTENCY_INTERVAL - 1
+    coordinator._full_cpu = 0.1
+    assert coordinator._check_due()
+    coordinator._check_requested = False
+    coordinator.checker.render_cpu = 2.0  # 2 s of CPU: due after 100 s, not 31
+    assert not coordinator._check_due()
+    coordinator._full_at = time.monotonic() - 2.0 / CHECK_SHARE - 1
+    assert coordinator._check_due()

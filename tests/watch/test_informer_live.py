@@ -331,3 +331,25 @@ def test_cache_converges_to_the_server_state(api, api_client, ops):
     finally:
         assert inf.stop(timeout=15)
         inf.api_client.close()
+
+
+def test_objects_from_separate_watch_events_share_their_keys_and_short_strings(
+    core, namespace, informers
+):
+    """Each watch event is decoded on its own; the cache interns keys and short strings, so
+    thousands of cached objects hold one copy of "metadata", the namespace, label values
+    (issue 19: the controller's memory at 5,000 Ingresses)."""
+    inf = informers(ResourceRef("services", "v1", "services", namespace))
+    assert inf.wait_synced(20)
+    for n in ("a", "b"):  # after the sync: each arrives in its own ADDED event
+        body = service(n)
+        body["metadata"]["labels"] = {"tier": "web-frontend"}
+        core.create_namespaced_service(namespace, body, _request_timeout=T)
+    assert wait_for(lambda: names(inf) == ["a", "b"])
+    a, b = inf.store.get(namespace, "a"), inf.store.get(namespace, "b")
+    key_a = next(k for k in a if k == "metadata")
+    key_b = next(k for k in b if k == "metadata")
+    assert key_a is key_b
+    assert a["metadata"]["namespace"] is b["metadata"]["namespace"]
+    assert a["metadata"]["labels"]["tier"] is b["metadata"]["labels"]["tier"]
+    assert "managedFields" not in a["metadata"]
